@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Build the Kubernetes control-plane binaries dsx sim needs from the Go module proxy.
+#
+# Why a wrapper module: k8s.io/kubernetes requires its staging modules at v0.0.0 with
+# relative replaces, which Go ignores for dependencies. We map each k8s.io/<x> v0.0.0 to the
+# published v0.<minor>.<patch> and build from a scratch module. etcd gets its own wrapper so
+# version selection does not cross-contaminate.
+#
+# Usage: hack/build-control-plane.sh [OUT_DIR]
+#   K8S_VERSION (default 1.36.3), ETCD_VERSION (3.6.16), KWOK_VERSION (0.8.0)
+#   OUT_DIR defaults to ~/.cache/dsx/control-plane/v$K8S_VERSION
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-1.36.3}"
+ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
+KWOK_VERSION="${KWOK_VERSION:-0.8.0}"
+CACHE_ROOT="${DSX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dsx}"
+OUT_DIR="${1:-$CACHE_ROOT/control-plane/v$K8S_VERSION}"
+WORK="$CACHE_ROOT/go-build-work"
+
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+export GOFLAGS="-trimpath -mod=mod"
+export GOMODCACHE="${GOMODCACHE:-$CACHE_ROOT/gomod}"
+export GOCACHE="${GOCACHE:-$CACHE_ROOT/gocache}"
+export CGO_ENABLED=0
+export GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}"
+
+minor="${K8S_VERSION#*.}"; minor="${minor%%.*}"
+staging_version="v0.${K8S_VERSION#1.}"
+
+mkdir -p "$OUT_DIR" "$WORK"
+start=$(date +%s)
+log() { echo "[build-control-plane] $*" >&2; }
+
+have() { [ -x "$OUT_DIR/$1" ]; }
+
+if ! (have kube-apiserver && have kube-controller-manager && have kube-scheduler && have kubectl); then
+  log "kubernetes v$K8S_VERSION (staging $staging_version)"
+  mod="$WORK/k8s-$K8S_VERSION"
+  rm -rf "$mod"; mkdir -p "$mod"; cd "$mod"
+  go mod init dsx.local/cpbuild >/dev/null 2>&1
+  gomod_file=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  # every staging requirement pinned at v0.0.0 gets its published version
+  replaces=()
+  while read -r path; do
+    replaces+=("-replace=$path=$path@$staging_version")
+  done < <(grep -E '^\s*k8s\.io/[a-z0-9-]+ v0\.0\.0\s*(//.*)?$' "$gomod_file" | awk '{print $1}' | sort -u)
+  go mod edit "${replaces[@]}"
+  go get "k8s.io/kubernetes@v$K8S_VERSION"
+  # an unversioned package path would upgrade k8s.io/kubernetes to the newest release
+  go get "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S_VERSION" "k8s.io/kubernetes/cmd/kube-controller-manager@v$K8S_VERSION" \
+         "k8s.io/kubernetes/cmd/kube-scheduler@v$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@v$K8S_VERSION"
+  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION \
+    -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+    -X k8s.io/component-base/version.gitTreeState=clean \
+    -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION \
+    -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    have "$cmd" && continue
+    log "building $cmd"
+    go build -p 2 -ldflags "$ldflags" -o "$OUT_DIR/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+  done
+fi
+
+if ! have etcd; then
+  log "etcd v$ETCD_VERSION"
+  mod="$WORK/etcd-$ETCD_VERSION"
+  rm -rf "$mod"; mkdir -p "$mod"; cd "$mod"
+  go mod init dsx.local/etcdbuild >/dev/null 2>&1
+  go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
+  go build -ldflags "-s -w" -o "$OUT_DIR/etcd" go.etcd.io/etcd/server/v3
+fi
+
+if ! have kwok; then
+  log "kwok v$KWOK_VERSION"
+  GOBIN="$OUT_DIR" go install -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION" \
+    "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+fi
+
+end=$(date +%s)
+log "done in $((end - start)) s; binaries in $OUT_DIR"
+du -sh "$OUT_DIR" >&2
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok; do
+  printf '%s: ' "$b" >&2; "$OUT_DIR/$b" --version 2>&1 | head -1 >&2 || "$OUT_DIR/$b" version --client 2>&1 | head -1 >&2
+done

@@ -1,0 +1,113 @@
+"""Root command, lazy subcommand loading and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from dsx import __version__
+from dsx.errors import DsxError, InternalError
+
+# command name → "module:attribute"; a module is imported only when its command runs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "recipe": ("dsx.cli.recipe_cmd:recipe", "Resolve criteria into a version-pinned recipe."),
+    "query": ("dsx.cli.recipe_cmd:query", "Read one value of the hydrated recipe."),
+    "lint": ("dsx.cli.lint_cmd:lint", "Check recipe values against the charts they target."),
+    "bundle": ("dsx.cli.bundle_cmd:bundle", "Render deployment artifacts from a recipe."),
+    "keygen": ("dsx.cli.signing_cmd:keygen", "Create a signing key pair."),
+    "sign": ("dsx.cli.signing_cmd:sign", "Sign a recipe file or a bundle directory."),
+    "verify": ("dsx.cli.signing_cmd:verify", "Verify a signed recipe, bundle or attestation offline."),
+    "sim": ("dsx.cli.sim_cmd:sim", "A local control plane with simulated GPU nodes."),
+    "snapshot": ("dsx.cli.snapshot_cmd:snapshot", "Capture cluster and node facts."),
+    "validate": ("dsx.cli.validate_cmd:validate", "Hold a cluster against a recipe."),
+    "diff": ("dsx.cli.validate_cmd:diff", "Compare recipe, snapshot or live cluster."),
+    "certify": ("dsx.cli.certify_cmd:certify", "Run certification workloads and isolate bad nodes."),
+    "sentinel": ("dsx.cli.sentinel_cmd:sentinel", "Monitor health, quarantine, drain, remediate."),
+    "serve": ("dsx.cli.serve_cmd:serve", "Serve the REST API."),
+    "demo": ("dsx.cli.demo_cmd:demo", "Run the whole lifecycle on a simulated cluster."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name, (target, _) in COMMANDS.items() if _importable(target))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, attr = entry[0].split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                return None
+            raise
+        command = getattr(module, attr)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _importable(target: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(target.split(":")[0]) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dsx")
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """dsx: configure, certify and operate GPU Kubernetes clusters."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and turn every error into one line and an exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="dsx", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("dsx: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        # usage errors (unknown flag, bad choice) are bad input: exit 2
+        exc.show()
+        sys.exit(2)
+    except DsxError as exc:
+        if debug:
+            raise
+        click.echo(f"dsx: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("dsx: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as exc:
+        if debug:
+            raise
+        err = InternalError(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
+        click.echo(f"dsx: error: {err}", err=True)
+        sys.exit(err.exit_code)
+    sys.exit(0)
+
+
+def run_result(exit_code: int) -> None:
+    """Commands that end with a verdict call this instead of returning."""
+    raise click.exceptions.Exit(exit_code)

@@ -1,0 +1,95 @@
+"""Output formats shared by every read command: `--format yaml|json|table` and `-o FILE`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from dsx import serialization
+from dsx.errors import BadInputError
+
+FORMATS = ("yaml", "json", "table")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def format_options(func: F) -> F:
+    """Add `--format` and `-o/--output` to a command."""
+    func = click.option(
+        "-o",
+        "--output",
+        "output",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Write to FILE instead of stdout.",
+    )(func)
+    func = click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS, case_sensitive=False),
+        default="yaml",
+        show_default=True,
+        help="Output format.",
+    )(func)
+    return func
+
+
+def render(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> str:
+    """Text of `data` in the chosen format; `table` renders the table form when given."""
+    fmt = fmt.lower()
+    if fmt == "json":
+        return serialization.dump_json(data)
+    if fmt == "table":
+        return table(data) if table else generic_table(data)
+    return serialization.dump_yaml(data)
+
+
+def write(text: str, output: str | None) -> None:
+    """Write to a file (atomically) or stdout."""
+    if output in (None, "-"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    path = Path(str(output))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot write: {exc.strerror}") from exc
+
+
+def emit(data: Any, fmt: str, output: str | None, table: Callable[[Any], str] | None = None) -> None:
+    write(render(data, fmt, table), output)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain aligned text table (no colours, so it is stable in logs and tests)."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines) + "\n"
+
+
+def generic_table(data: Any) -> str:
+    """Fallback table: a list of mappings becomes rows; a mapping becomes key/value rows."""
+    if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
+        headers = list(dict.fromkeys(k for r in data for k in r))
+        return format_table(headers, [[_cell(r.get(h)) for h in headers] for r in data])
+    if isinstance(data, dict):
+        return format_table(["key", "value"], [[k, _cell(v)] for k, v in data.items()])
+    return f"{data}\n"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return serialization.dump_json(value).replace("\n", " ").replace("  ", "")
+    return "" if value is None else str(value)

@@ -1,0 +1,1 @@
+"""Plain data shared by the domains: no I/O, no third-party clients."""
