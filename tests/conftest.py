@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["fixtures.sim_cluster", "fixtures.postgres_server"]
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 TESTDATA = Path(__file__).resolve().parent / "data"
