@@ -1,0 +1,168 @@
+"""Area of concern: the HealthEvent record round-trips through JSON unchanged, refuses malformed
+input with a one-line error naming the field, and derives the same idempotency key from the
+same content; the node state machine allows exactly the documented moves."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsx.errors import BadInputError, ConflictError
+from dsx.model import health
+from dsx.model.health import (
+    BehaviourOverrides,
+    ComponentClass,
+    Entity,
+    EntityType,
+    HealthEvent,
+    NodeState,
+    ProcessingStrategy,
+    RecommendedAction,
+)
+
+T0 = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def xid79(**changes: object) -> HealthEvent:
+    fields: dict[str, object] = {
+        "agent": "kernel-log-monitor",
+        "component_class": ComponentClass.GPU,
+        "check_name": "KernelLogXid",
+        "node_name": "n3",
+        "generated_at": T0,
+        "is_fatal": True,
+        "is_healthy": False,
+        "message": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.",
+        "recommended_action": RecommendedAction.RESTART_BM,
+        "error_codes": ("79",),
+        "entities": (Entity(EntityType.PCI, "0000:3b:00.0"), Entity(EntityType.GPU, "2")),
+        "metadata": {"source": "/var/log/kern.log"},
+    }
+    fields.update(changes)
+    return HealthEvent(**fields)  # type: ignore[arg-type]
+
+
+def test_round_trip_through_json_keeps_every_field() -> None:
+    event = xid79(
+        drain_overrides=BehaviourOverrides(skip=True),
+        processing_strategy=ProcessingStrategy.STORE_AND_ANALYSE,
+    )
+    text = json.dumps(event.to_dict())
+    back = HealthEvent.from_dict(json.loads(text))
+    assert back == event
+    assert back.idempotency_key == event.idempotency_key
+    assert json.loads(text)["recommended_action"] == "RESTART_BM"
+    assert json.loads(text)["generated_at"] == "2026-11-29T12:00:00.123456Z"
+
+
+def test_key_is_stable_across_equal_content_and_time_zones() -> None:
+    shifted = T0.astimezone(timezone(timedelta(hours=2)))
+    assert xid79().idempotency_key == xid79(generated_at=shifted).idempotency_key
+    assert xid79().idempotency_key == xid79(metadata={"source": "/var/log/kern.log"}).idempotency_key
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"node_name": "n4"},
+        {"generated_at": T0 + timedelta(microseconds=1)},
+        {"error_codes": ("48",)},
+        {"metadata": {"source": "/var/log/kern.log", "line": "7"}},
+        {"entities": (Entity(EntityType.PCI, "0000:3c:00.0"),)},
+    ],
+)
+def test_key_changes_with_content(change: dict[str, object]) -> None:
+    assert xid79(**change).idempotency_key != xid79().idempotency_key
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: d.update(recommended_action="REBOOT"), "recommended_action: 'REBOOT' is not allowed"),
+        (lambda d: d.update(component_class="gpu"), "component_class: 'gpu' is not allowed"),
+        (lambda d: d.update(colour="red"), "field: 'colour' is not allowed"),
+        (lambda d: d.pop("node_name"), "missing required field node_name"),
+        (lambda d: d.update(generated_at="2026-11-29T12:00:00"), "has no time zone"),
+        (lambda d: d.update(generated_at="yesterday"), "not an RFC 3339 timestamp"),
+        (lambda d: d.update(is_fatal="yes"), "is_fatal: expected true or false"),
+        (lambda d: d.update(schema_version=2), "schema_version: 2 is not allowed"),
+        (lambda d: d.update(entities=[{"type": "GPU"}]), "entities[0]: expected a mapping with exactly"),
+        (lambda d: d.update(entities=[{"type": "DIMM", "value": "1"}]), "entities[0].type: 'DIMM'"),
+        (lambda d: d.update(error_codes="79"), "error_codes: expected a list"),
+        (lambda d: d.update(metadata={"a": 1}), "metadata.a: expected a string value"),
+        (lambda d: d.update(drain_overrides={"now": True}), "drain_overrides: expected a mapping"),
+        (lambda d: d.update(idempotency_key="sha256:00"), "does not match the content"),
+        (lambda d: d.update(is_healthy=True), "is_fatal and is_healthy are both true"),
+        (lambda d: d.update(recommended_action="CUSTOM"), "custom_recommended_action is required"),
+    ],
+)
+def test_malformed_input_names_the_field(mutate: object, expected: str) -> None:
+    data = xid79().to_dict()
+    mutate(data)  # type: ignore[operator]
+    with pytest.raises(BadInputError, match=r"^posted: ") as info:
+        HealthEvent.from_dict(data, source="posted")
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_defaults_fill_optional_fields() -> None:
+    event = HealthEvent.from_dict(
+        {
+            "agent": "a",
+            "component_class": "NODE",
+            "check_name": "NodeNotReady",
+            "node_name": "n1",
+            "generated_at": "2026-11-29T12:00:00Z",
+            "is_fatal": False,
+            "is_healthy": True,
+        }
+    )
+    assert event.recommended_action is RecommendedAction.NONE
+    assert event.processing_strategy is ProcessingStrategy.EXECUTE_REMEDIATION
+    assert event.quarantine_overrides == BehaviourOverrides()
+    assert event.schema_version == health.SCHEMA_VERSION
+
+
+@given(
+    node=st.text(min_size=1, max_size=20).filter(str.strip),
+    codes=st.lists(st.text(min_size=1, max_size=8), max_size=3),
+    meta=st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3),
+    micros=st.integers(min_value=0, max_value=10**12),
+)
+def test_any_valid_event_round_trips(node: str, codes: list[str], meta: dict[str, str], micros: int) -> None:
+    event = xid79(
+        node_name=node,
+        error_codes=tuple(codes),
+        metadata=meta,
+        generated_at=T0 + timedelta(microseconds=micros),
+    )
+    assert HealthEvent.from_dict(json.loads(json.dumps(event.to_dict()))) == event
+
+
+def test_entity_values_filters_by_type() -> None:
+    assert xid79().entity_values(EntityType.PCI) == ("0000:3b:00.0",)
+    assert xid79().entity_values(EntityType.GPU_UUID) == ()
+
+
+def test_every_state_has_a_way_back_to_healthy() -> None:
+    for start in NodeState:
+        seen = {start}
+        frontier = [start]
+        while frontier:
+            for nxt in health.TRANSITIONS[frontier.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append(nxt)
+        assert NodeState.HEALTHY in seen, start
+
+
+def test_remediation_cannot_skip_recertification() -> None:
+    assert not health.transition_allowed(NodeState.REMEDIATING, NodeState.HEALTHY)
+    assert health.transition_allowed(NodeState.REMEDIATING, NodeState.RECERTIFYING)
+    assert health.transition_allowed(NodeState.DRAINED, NodeState.DRAINED)
+    with pytest.raises(ConflictError, match="node n3: cannot move from remediating to healthy; allowed: failed"):
+        health.require_transition("n3", NodeState.REMEDIATING, NodeState.HEALTHY)
