@@ -1,0 +1,124 @@
+"""Recipe criteria: the five environment dimensions (plus node count) a recipe is resolved for.
+
+One table drives parsing, validation, error messages and the CLI flags, so a new allowed value
+is a one-line change. Values are case-insensitive; `any` is the wildcard on both sides, and an
+overlay that leaves a field out means the same as `any` (see docs/adr/0002).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from dsx.errors import BadInputError, allowed_values_message
+
+ANY = "any"
+
+# dimension → allowed values, `any` last; the order is the order of the recipe name.
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "service": ("eks", "gke", "aks", "oke", "openshift", "kind", ANY),
+    "accelerator": ("h100", "h200", "b200", "gb200", "a100", "l40s", "rtx-pro-6000", ANY),
+    "os": ("ubuntu", "rhel", "cos", "amazonlinux", ANY),
+    "intent": ("training", "inference", ANY),
+    "platform": ("kubeflow", "dynamo", "ray", "slurm", ANY),
+}
+# other spellings accepted for a dimension name
+DIMENSION_ALIASES: dict[str, str] = {"gpu": "accelerator"}
+NODES = "nodes"
+KEYS: tuple[str, ...] = (*DIMENSIONS, NODES)
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """A normalized query: every dimension is an allowed lower-case value, `any` when unset."""
+
+    service: str = ANY
+    accelerator: str = ANY
+    os: str = ANY
+    intent: str = ANY
+    platform: str = ANY
+    nodes: int | None = None
+
+    def value(self, dimension: str) -> str:
+        result: str = getattr(self, dimension)
+        return result
+
+    def specified(self) -> dict[str, str]:
+        """The dimensions that are not `any`, in table order."""
+        return {d: self.value(d) for d in DIMENSIONS if self.value(d) != ANY}
+
+    def to_dict(self) -> dict[str, Any]:
+        """All five dimensions (and `nodes` when given), in table order."""
+        out: dict[str, Any] = {d: self.value(d) for d in DIMENSIONS}
+        if self.nodes is not None:
+            out[NODES] = self.nodes
+        return out
+
+    def overridden_by(self, other: Mapping[str, Any]) -> Criteria:
+        """A copy with the non-None entries of `other` (already normalized) taking precedence."""
+        changes = {k: v for k, v in other.items() if v is not None}
+        return replace(self, **changes)
+
+    def name(self) -> str:
+        """Recipe name: the specified values joined by `-`, or `any` when nothing is specified."""
+        return "-".join(self.specified().values()) or ANY
+
+
+def normalize_value(dimension: str, value: object, *, source: str) -> str:
+    """Lower-case `value` and check it against the dimension's allowed values (exit 2 otherwise)."""
+    allowed = DIMENSIONS[dimension]
+    text = str(value).strip().lower() if value is not None else ""
+    if text == "":
+        return ANY
+    if text not in allowed:
+        raise BadInputError(allowed_values_message(source, dimension, value, allowed))
+    return text
+
+
+def normalize_nodes(value: object, *, source: str) -> int | None:
+    """`nodes` is an integer ≥ 1; None or empty means not given."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise BadInputError(f"{source}: nodes: {value!r} is not an integer >= 1")
+    try:
+        count = int(str(value).strip())
+    except ValueError as exc:
+        raise BadInputError(f"{source}: nodes: {value!r} is not an integer >= 1") from exc
+    if count < 1:
+        raise BadInputError(f"{source}: nodes: {value!r} is not an integer >= 1")
+    return count
+
+
+def canonical_key(key: str, *, source: str) -> str:
+    """Dimension name for a user-written key (`gpu` → `accelerator`); unknown keys exit 2."""
+    lowered = key.strip().lower()
+    lowered = DIMENSION_ALIASES.get(lowered, lowered)
+    if lowered not in KEYS:
+        allowed = (*KEYS, *DIMENSION_ALIASES)
+        raise BadInputError(allowed_values_message(source, "criteria key", key, allowed))
+    return lowered
+
+
+def normalize_mapping(raw: Mapping[str, object], *, source: str) -> dict[str, Any]:
+    """Validated, lower-cased criteria from a user mapping; only the keys present are returned."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        dimension = canonical_key(str(key), source=source)
+        if dimension in out:
+            raise BadInputError(f"{source}: {key}: {dimension} given twice")
+        if dimension == NODES:
+            out[NODES] = normalize_nodes(value, source=source)
+        else:
+            out[dimension] = normalize_value(dimension, value, source=source)
+    return out
+
+
+def parse_criteria(raw: Mapping[str, object], *, source: str) -> Criteria:
+    """A `Criteria` from a user mapping (flags, a config file or an API body)."""
+    return Criteria().overridden_by(normalize_mapping(raw, source=source))
+
+
+def field_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Criteria))

@@ -1,0 +1,342 @@
+"""Health-check asserts: what "this component is deployed and healthy" means, as data.
+
+Each component in a recipe carries a few declarative asserts (a Deployment has its replicas
+available, a DaemonSet is ready on every node it should run on, a CRD is established, pods are
+not stuck). `evaluate` holds one assert against plain Kubernetes object dicts, so the live
+validator (`dsx validate --phase deployment`), the simulator and the unit tests share one
+verdict. A pod in phase Running whose container is waiting (CrashLoopBackOff, ImagePullBackOff,
+ErrImagePull, CreateContainerConfigError, …) is not healthy.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dsx.errors import BadInputError, allowed_values_message
+
+
+class AssertKind(enum.StrEnum):
+    DEPLOYMENT = "Deployment"
+    STATEFUL_SET = "StatefulSet"
+    DAEMON_SET = "DaemonSet"
+    CRD = "CustomResourceDefinition"
+    POD = "Pod"
+
+
+class AssertStatus(enum.StrEnum):
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"
+    MISSING = "missing"
+
+
+# waiting reasons that mean a container will not start without someone changing something
+STUCK_WAITING_REASONS = frozenset(
+    {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "InvalidImageName"}
+)
+_NAMESPACED = frozenset({AssertKind.DEPLOYMENT, AssertKind.STATEFUL_SET, AssertKind.DAEMON_SET, AssertKind.POD})
+_FIELDS = ("kind", "name", "namespace", "selector", "minAvailableReplicas", "minPods")
+
+
+@dataclass(frozen=True)
+class HealthCheckAssert:
+    """One declarative check on live objects.
+
+    `namespace` empty means "the component's namespace" (filled in at resolution);
+    `min_available_replicas` None means "all of spec.replicas"; `selector` (match labels)
+    picks pods for `Pod` asserts.
+    """
+
+    kind: AssertKind
+    name: str = ""
+    namespace: str = ""
+    selector: Mapping[str, str] = field(default_factory=dict)
+    min_available_replicas: int | None = None
+    min_pods: int = 1
+
+    def in_namespace(self, namespace: str) -> HealthCheckAssert:
+        """A copy placed in `namespace` unless it names one already (cluster-scoped stay as is)."""
+        if self.kind not in _NAMESPACED or self.namespace:
+            return self
+        return replace(self, namespace=namespace)
+
+    def describe(self) -> str:
+        if self.kind is AssertKind.POD and not self.name:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(self.selector.items())) or "*"
+            return f"Pod[{labels}] in {self.namespace or '?'}"
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind.value} {where}{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind.value}
+        if self.name:
+            out["name"] = self.name
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.selector:
+            out["selector"] = dict(sorted(self.selector.items()))
+        if self.min_available_replicas is not None:
+            out["minAvailableReplicas"] = self.min_available_replicas
+        if self.kind is AssertKind.POD and self.min_pods != 1:
+            out["minPods"] = self.min_pods
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: object, *, source: str) -> HealthCheckAssert:
+        """Parse and check one assert; every malformation is a BadInputError naming `source`."""
+        if not isinstance(raw, Mapping):
+            raise BadInputError(f"{source}: a healthCheckAssert must be a mapping, got {type(raw).__name__}")
+        for key in raw:
+            if key not in _FIELDS:
+                raise BadInputError(allowed_values_message(source, "healthCheckAssert field", key, _FIELDS))
+        try:
+            kind = AssertKind(str(raw.get("kind")))
+        except ValueError as exc:
+            raise BadInputError(
+                allowed_values_message(source, "healthCheckAssert kind", raw.get("kind"), [k.value for k in AssertKind])
+            ) from exc
+        name = _text(raw, "name", source)
+        namespace = _text(raw, "namespace", source)
+        selector = raw.get("selector") or {}
+        if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
+            raise BadInputError(f"{source}: {kind.value}: selector must map label names to strings")
+        if kind is AssertKind.POD:
+            if not name and not selector:
+                raise BadInputError(f"{source}: Pod assert needs a name or a selector")
+        elif not name:
+            raise BadInputError(f"{source}: {kind.value} assert needs a name")
+        elif selector:
+            raise BadInputError(f"{source}: {kind.value} {name}: selector applies to Pod asserts only")
+        if kind is AssertKind.CRD:
+            if namespace:
+                raise BadInputError(f"{source}: CustomResourceDefinition {name} is cluster-scoped; drop namespace")
+            if "." not in name:
+                raise BadInputError(f"{source}: CustomResourceDefinition name {name!r} is not <plural>.<group>")
+        min_replicas = raw.get("minAvailableReplicas")
+        if min_replicas is not None:
+            if kind not in (AssertKind.DEPLOYMENT, AssertKind.STATEFUL_SET):
+                raise BadInputError(f"{source}: minAvailableReplicas applies to Deployment and StatefulSet only")
+            min_replicas = _count(min_replicas, "minAvailableReplicas", source)
+        min_pods = raw.get("minPods")
+        if min_pods is not None and kind is not AssertKind.POD:
+            raise BadInputError(f"{source}: minPods applies to Pod asserts only")
+        return cls(
+            kind=kind,
+            name=name,
+            namespace=namespace,
+            selector=dict(selector),
+            min_available_replicas=min_replicas,
+            min_pods=1 if min_pods is None else _count(min_pods, "minPods", source),
+        )
+
+
+def _text(raw: Mapping[str, Any], key: str, source: str) -> str:
+    value = raw.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadInputError(f"{source}: healthCheckAssert {key} must be a string")
+    return value
+
+
+def _count(value: object, key: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadInputError(f"{source}: {key} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def parse_asserts(raw: object, *, source: str) -> tuple[HealthCheckAssert, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise BadInputError(f"{source}: healthCheckAsserts must be a list")
+    return tuple(HealthCheckAssert.from_dict(item, source=f"{source}[{i}]") for i, item in enumerate(raw))
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation against plain object dicts (as returned by the API server, `kind` set on each)
+
+
+@dataclass(frozen=True)
+class AssertResult:
+    check: HealthCheckAssert
+    status: AssertStatus
+    message: str
+
+    @property
+    def healthy(self) -> bool:
+        return self.status is AssertStatus.HEALTHY
+
+
+def evaluate(check: HealthCheckAssert, objects: Iterable[Mapping[str, Any]]) -> AssertResult:
+    """Hold `check` against `objects`: the target itself plus, where relevant, its pods and the nodes.
+
+    Pods are read for every namespaced kind (stuck containers make a workload unhealthy even
+    when its counters look fine); nodes are read for DaemonSets to count the nodes they should
+    cover.
+    """
+    pool = list(objects)
+    if check.kind is AssertKind.POD:
+        return _evaluate_pods(check, pool)
+    target = _find(pool, check.kind.value, check.name, check.namespace)
+    if target is None:
+        return AssertResult(check, AssertStatus.MISSING, f"{check.describe()} not found")
+    if check.kind is AssertKind.CRD:
+        return _evaluate_crd(check, target)
+    status = target.get("status") or {}
+    spec = target.get("spec") or {}
+    problem: str | None
+    if check.kind is AssertKind.DAEMON_SET:
+        problem = _daemon_set_problem(target, pool)
+    else:
+        wanted = check.min_available_replicas
+        if wanted is None:
+            wanted = int(spec.get("replicas", 1))
+        available = int(status.get("availableReplicas", status.get("readyReplicas", 0)) or 0)
+        problem = None if available >= wanted else f"{available}/{wanted} replicas available"
+    stuck = _stuck_pods(_pods_of(target, pool))
+    reasons = [p for p in (problem, stuck) if p]
+    if reasons:
+        return AssertResult(check, AssertStatus.UNHEALTHY, f"{check.describe()}: {'; '.join(reasons)}")
+    return AssertResult(check, AssertStatus.HEALTHY, f"{check.describe()}: healthy")
+
+
+def _evaluate_crd(check: HealthCheckAssert, crd: Mapping[str, Any]) -> AssertResult:
+    for condition in (crd.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Established" and condition.get("status") == "True":
+            return AssertResult(check, AssertStatus.HEALTHY, f"{check.describe()}: established")
+    return AssertResult(check, AssertStatus.UNHEALTHY, f"{check.describe()}: not established")
+
+
+def _evaluate_pods(check: HealthCheckAssert, pool: list[Mapping[str, Any]]) -> AssertResult:
+    pods = [
+        p
+        for p in pool
+        if p.get("kind") == "Pod"
+        and _meta(p, "namespace") == check.namespace
+        and (not check.name or _meta(p, "name") == check.name)
+        and labels_match(check.selector, _labels(p))
+    ]
+    if len(pods) < check.min_pods:
+        status = AssertStatus.MISSING if not pods else AssertStatus.UNHEALTHY
+        return AssertResult(check, status, f"{check.describe()}: {len(pods)} pods, want at least {check.min_pods}")
+    stuck = _stuck_pods(pods)
+    if stuck:
+        return AssertResult(check, AssertStatus.UNHEALTHY, f"{check.describe()}: {stuck}")
+    return AssertResult(check, AssertStatus.HEALTHY, f"{check.describe()}: {len(pods)} pods healthy")
+
+
+def pod_problem(pod: Mapping[str, Any]) -> str | None:
+    """Why a pod is not healthy, or None. Running with a waiting or unready container is unhealthy."""
+    status = pod.get("status") or {}
+    phase = status.get("phase", "Unknown")
+    if phase == "Succeeded":
+        return None
+    containers = list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
+    for container in containers:
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting is not None:
+            reason = waiting.get("reason") or "waiting"
+            return f"container {container.get('name', '?')} {reason}"
+    if phase != "Running":
+        return f"phase {phase}"
+    for container in status.get("containerStatuses") or []:
+        if not container.get("ready", False):
+            return f"container {container.get('name', '?')} not ready"
+    return None
+
+
+def _stuck_pods(pods: Iterable[Mapping[str, Any]]) -> str | None:
+    problems = []
+    for pod in sorted(pods, key=lambda p: str(_meta(p, "name"))):
+        problem = pod_problem(pod)
+        if problem:
+            problems.append(f"pod {_meta(pod, 'name')}: {problem}")
+    return "; ".join(problems) or None
+
+
+def _daemon_set_problem(ds: Mapping[str, Any], pool: list[Mapping[str, Any]]) -> str | None:
+    status = ds.get("status") or {}
+    desired = int(status.get("desiredNumberScheduled", 0) or 0)
+    ready = int(status.get("numberReady", 0) or 0)
+    nodes = [n for n in pool if n.get("kind") == "Node"]
+    if nodes:
+        template = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        matching = sum(1 for n in nodes if node_accepts(n, template))
+        if desired < matching:
+            return f"scheduled on {desired} of {matching} matching nodes"
+    if ready < desired:
+        return f"ready on {ready} of {desired} nodes"
+    return None
+
+
+def node_accepts(node: Mapping[str, Any], pod_spec: Mapping[str, Any]) -> bool:
+    """Whether a DaemonSet pod with `pod_spec` belongs on `node`: nodeSelector and NoSchedule taints."""
+    if not labels_match(pod_spec.get("nodeSelector") or {}, _labels(node)):
+        return False
+    tolerations = pod_spec.get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(_tolerates(t, taint) for t in tolerations):
+            return False
+    return True
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration.get("key") == taint.get("key")
+    return bool(toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get("value", ""))
+
+
+def labels_match(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """A full LabelSelector (matchLabels and matchExpressions)."""
+    if not labels_match(selector.get("matchLabels") or {}, labels):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _pods_of(workload: Mapping[str, Any], pool: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    selector = (workload.get("spec") or {}).get("selector") or {}
+    if not selector:
+        return []
+    namespace = _meta(workload, "namespace")
+    return [
+        p
+        for p in pool
+        if p.get("kind") == "Pod" and _meta(p, "namespace") == namespace and _selector_matches(selector, _labels(p))
+    ]
+
+
+def _find(pool: list[Mapping[str, Any]], kind: str, name: str, namespace: str) -> Mapping[str, Any] | None:
+    for obj in pool:
+        if obj.get("kind") == kind and _meta(obj, "name") == name and (_meta(obj, "namespace") or "") == namespace:
+            return obj
+    return None
+
+
+def _meta(obj: Mapping[str, Any], key: str) -> Any:
+    return (obj.get("metadata") or {}).get(key)
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    labels: Mapping[str, str] = _meta(obj, "labels") or {}
+    return labels
