@@ -1,0 +1,22 @@
+"""Lint recipe values against the charts they target, so keys Helm would silently ignore fail early.
+
+`lint_recipe(recipe, chart_source)` is the entry point (used by `dsx lint`, `dsx bundle` and the
+catalog tests); `default_source()` builds the standard chart lookup chain.
+"""
+
+from __future__ import annotations
+
+from dsx.lint.check import lint_recipe
+from dsx.lint.report import Finding, FindingKind, LintReport, NotLinted
+from dsx.lint.sources import ChartSource, ChartUnavailable, default_source
+
+__all__ = [
+    "ChartSource",
+    "ChartUnavailable",
+    "Finding",
+    "FindingKind",
+    "LintReport",
+    "NotLinted",
+    "default_source",
+    "lint_recipe",
+]

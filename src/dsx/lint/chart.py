@@ -1,0 +1,286 @@
+"""What dsx knows about one chart at one version: its defaults, schema, the values its templates read.
+
+A chart directory is either the dsx cache layout (`values.yaml`, `Chart.yaml`, optional
+`values.schema.json`, `values-refs.txt` with one `.Values` path per line, `subcharts.txt` with
+one subchart values key per line, `charts/<key>/` holding subchart data in the same layout) or an
+unpacked Helm chart (`templates/` is scanned for `.Values.` paths, subcharts come from `charts/`
+and the `Chart.yaml` dependencies). Both read into the same `ChartData`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsx import serialization
+from dsx.errors import BadInputError
+
+KeyPath = tuple[str, ...]
+"""A values key path as segments: `("driver", "upgradePolicy", "maxParallelUpgrades")`."""
+
+VALUES_FILE = "values.yaml"
+SCHEMA_FILE = "values.schema.json"
+CHART_FILE = "Chart.yaml"
+REFS_FILE = "values-refs.txt"
+SUBCHARTS_FILE = "subcharts.txt"
+SUBCHART_DIR = "charts"
+TEMPLATES_DIR = "templates"
+
+
+@dataclass(frozen=True)
+class Deprecation:
+    """A note in the chart's own comments saying a key is deprecated or a no-op."""
+
+    note: str
+    replacement: KeyPath | None = None
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """Everything the lint needs from one chart version; `origin` says where it was read from."""
+
+    name: str
+    version: str
+    defaults: dict[str, Any]
+    values_refs: frozenset[KeyPath]
+    schema: dict[str, Any] | None = None
+    subcharts: tuple[str, ...] = ()
+    subchart_data: Mapping[str, ChartData] = field(default_factory=dict)
+    deprecations: Mapping[KeyPath, Deprecation] = field(default_factory=dict)
+    origin: str = ""
+
+
+def dotted(path: KeyPath) -> str:
+    return ".".join(path)
+
+
+def split_path(text: str) -> KeyPath:
+    return tuple(part for part in text.strip().split(".") if part)
+
+
+# `.Values.a.b`, `$.Values.a.b` and `index .Values "a-b" "c"` are the three ways templates read values.
+_VALUES_DOT = re.compile(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+_VALUES_INDEX = re.compile(r"index\s+\$?\.Values((?:\s+\"[^\"]+\")+)")
+_QUOTED = re.compile(r"\"([^\"]+)\"")
+
+
+def values_refs_from_templates(texts: Iterable[str]) -> frozenset[KeyPath]:
+    """The `.Values` paths a chart's templates read, found by scanning the template text."""
+    refs: set[KeyPath] = set()
+    for text in texts:
+        for match in _VALUES_DOT.finditer(text):
+            refs.add(split_path(match.group(1)))
+        for match in _VALUES_INDEX.finditer(text):
+            refs.add(tuple(_QUOTED.findall(match.group(1))))
+    return frozenset(r for r in refs if r)
+
+
+def parse_refs_text(text: str) -> frozenset[KeyPath]:
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return frozenset(split_path(line) for line in lines if line)
+
+
+def format_refs_text(refs: Iterable[KeyPath]) -> str:
+    return "".join(f"{dotted(r)}\n" for r in sorted(refs))
+
+
+def condition_refs(chart_yaml: Mapping[str, Any]) -> frozenset[KeyPath]:
+    """The values paths Helm itself reads to switch dependencies on and off (`condition:`)."""
+    refs: set[KeyPath] = set()
+    for dep in chart_yaml.get("dependencies") or []:
+        if isinstance(dep, Mapping) and isinstance(dep.get("condition"), str):
+            refs |= {split_path(c) for c in dep["condition"].split(",") if c.strip()}
+    return frozenset(refs)
+
+
+def dependency_keys(chart_yaml: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Declared dependencies: chart name → the values keys it is installed under (alias, else name)."""
+    keys: dict[str, list[str]] = {}
+    for dep in chart_yaml.get("dependencies") or []:
+        if isinstance(dep, Mapping) and isinstance(dep.get("name"), str) and dep["name"]:
+            keys.setdefault(dep["name"], []).append(str(dep.get("alias") or dep["name"]))
+    return keys
+
+
+# --- deprecation notes in values.yaml comments ------------------------------------------------
+
+_DEPRECATED_WORDS = re.compile(r"deprecat|\bno-?op\b|\bobsolete\b|\bno longer (?:used|supported|read)", re.I)
+_KEY_LINE = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*|\"[^\"]+\"|'[^']+')\s*:(?:\s|$)")
+_COMMENTED_KEY = re.compile(r"^(?P<indent>\s*)#\s*(?P<key>[A-Za-z_][A-Za-z0-9_-]*)\s*:")
+_REPLACEMENT = re.compile(
+    r"\b(?:use|using|replaced by|in favou?r of|superseded by)\s+`?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)`?", re.I
+)
+
+
+def deprecations_from_values_text(text: str, known: set[KeyPath]) -> dict[KeyPath, Deprecation]:
+    """Keys whose comments in values.yaml call them deprecated or a no-op.
+
+    Two shapes are recognised: a comment block right above a key (real or commented out) that
+    names that key next to a deprecation word, and an inline comment after a key. The key's
+    parent comes from indentation, as YAML reads it. `known` resolves a named replacement
+    (`use kernelModuleType instead`) to a full path.
+    """
+    lines = text.splitlines()
+    found: dict[KeyPath, Deprecation] = {}
+    stack: list[tuple[int, str]] = []  # (indent, key) of the real mapping keys enclosing a line
+    block: list[str] = []  # the comment lines just above the current line
+    for raw in lines:
+        stripped = raw.strip()
+        indent = len(raw) - len(raw.lstrip())
+        if not stripped:
+            block = []
+            continue
+        if stripped.startswith("#"):
+            commented = _COMMENTED_KEY.match(raw)
+            if commented and block:
+                _note_from_block(found, block, _parent(stack, indent), commented.group("key"), known)
+            block = [*block, stripped.lstrip("#").strip()]
+            continue
+        if stripped.startswith("-"):
+            block = []
+            continue
+        key_line = _KEY_LINE.match(raw)
+        if key_line is None:
+            block = []
+            continue
+        key = key_line.group("key").strip("\"'")
+        parent = _parent(stack, indent)
+        if block:
+            _note_from_block(found, block, parent, key, known)
+        inline = raw[key_line.end() :]
+        if " #" in inline:
+            comment = inline.split(" #", 1)[1].strip()
+            if _DEPRECATED_WORDS.search(comment):
+                found[(*parent, key)] = Deprecation(comment, _replacement(comment, parent, known))
+        block = []
+        stack = [*_enclosing(stack, indent), (indent, key)]
+    return found
+
+
+def _enclosing(stack: list[tuple[int, str]], indent: int) -> list[tuple[int, str]]:
+    return [(i, k) for i, k in stack if i < indent]
+
+
+def _parent(stack: list[tuple[int, str]], indent: int) -> KeyPath:
+    return tuple(k for _, k in _enclosing(stack, indent))
+
+
+def _note_from_block(
+    found: dict[KeyPath, Deprecation], block: list[str], parent: KeyPath, key: str, known: set[KeyPath]
+) -> None:
+    word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(key)}(?![A-Za-z0-9_])")
+    notes = [line for line in block if _DEPRECATED_WORDS.search(line)]
+    if notes and any(word.search(line) for line in notes):
+        note = " ".join(notes)
+        found[(*parent, key)] = Deprecation(note, _replacement(note, parent, known, exclude=key))
+
+
+def _replacement(note: str, parent: KeyPath, known: set[KeyPath], exclude: str = "") -> KeyPath | None:
+    for match in _REPLACEMENT.finditer(note):
+        name = match.group("key").rstrip(".")
+        if name == exclude:
+            continue
+        relative = (*parent, *split_path(name))
+        if relative in known:
+            return relative
+        absolute = split_path(name)
+        if absolute in known:
+            return absolute
+    return None
+
+
+# --- reading a chart directory ----------------------------------------------------------------
+
+
+def key_paths(values: Mapping[str, Any], prefix: KeyPath = ()) -> set[KeyPath]:
+    """Every key path of a values tree, maps included (`a`, `a.b`, `a.b.c`)."""
+    paths: set[KeyPath] = set()
+    for key, value in values.items():
+        path = (*prefix, str(key))
+        paths.add(path)
+        if isinstance(value, Mapping):
+            paths |= key_paths(value, path)
+    return paths
+
+
+def load_chart_dir(directory: Path, *, name: str, version: str, origin: str) -> ChartData:
+    """Read one chart directory (cache layout or unpacked chart); BadInputError names a broken file."""
+    values_path = directory / VALUES_FILE
+    values_text = serialization.read_text(values_path)
+    defaults = serialization.parse_yaml(values_text, source=str(values_path)) or {}
+    if not isinstance(defaults, dict):
+        raise BadInputError(f"{values_path}: expected a mapping at the top level")
+    schema = _load_schema(directory / SCHEMA_FILE)
+    chart_yaml = _load_chart_yaml(directory / CHART_FILE)
+
+    refs_path = directory / REFS_FILE
+    if refs_path.is_file():
+        refs = parse_refs_text(serialization.read_text(refs_path))
+    else:
+        templates = sorted(p for p in (directory / TEMPLATES_DIR).rglob("*") if p.is_file())
+        refs = values_refs_from_templates(serialization.read_text(p) for p in templates)
+    refs |= condition_refs(chart_yaml)
+
+    subcharts, subchart_dirs = _subcharts_of(directory, chart_yaml)
+    subchart_data = {
+        key: load_chart_dir(path, name=key, version="", origin=f"{origin} (subchart {key})")
+        for key, path in subchart_dirs.items()
+    }
+    known = key_paths(defaults) | set(refs)
+    return ChartData(
+        name=name,
+        version=version,
+        defaults=defaults,
+        values_refs=refs,
+        schema=schema,
+        subcharts=subcharts,
+        subchart_data=subchart_data,
+        deprecations=deprecations_from_values_text(values_text, known),
+        origin=origin,
+    )
+
+
+def _subcharts_of(directory: Path, chart_yaml: Mapping[str, Any]) -> tuple[tuple[str, ...], dict[str, Path]]:
+    """Subchart values keys, and the directory holding each one's data where there is one.
+
+    In the cache layout `charts/<key>/` is already named by the values key; in an unpacked
+    chart `charts/<chart-name>/` is found under every alias the dependencies give it.
+    """
+    sub_root = directory / SUBCHART_DIR
+    present = sorted(p for p in sub_root.iterdir() if (p / VALUES_FILE).is_file()) if sub_root.is_dir() else []
+    listing = directory / SUBCHARTS_FILE
+    if listing.is_file():
+        keys = [line.strip() for line in serialization.read_text(listing).splitlines() if line.strip()]
+        dirs = {p.name: p for p in present}
+    else:
+        aliases = dependency_keys(chart_yaml)
+        keys = [key for names in aliases.values() for key in names]
+        dirs = {}
+        for path in present:
+            sub_chart = _load_chart_yaml(path / CHART_FILE)
+            for key in aliases.get(str(sub_chart.get("name") or path.name), [path.name]):
+                dirs[key] = path
+    return tuple(dict.fromkeys([*keys, *dirs])), dirs
+
+
+def _load_schema(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        schema = json.loads(serialization.read_text(path))
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"{path}: malformed JSON (line {exc.lineno}): {exc.msg}") from exc
+    if not isinstance(schema, dict):
+        raise BadInputError(f"{path}: a values schema must be a JSON object")
+    return schema
+
+
+def _load_chart_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    data = serialization.load_yaml_file(path) or {}
+    return data if isinstance(data, dict) else {}

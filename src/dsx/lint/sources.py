@@ -1,0 +1,100 @@
+"""Where chart data comes from: the `ChartSource` protocol and the local sources behind it.
+
+Lookup order (`default_source`): `--charts DIR`, the user's chart cache, the charts packaged
+in the dsx catalog, then the chart's own repository when online (which fills the cache). Each
+source either returns `ChartData` or raises `ChartUnavailable` with a reason; the chain joins
+the reasons so a `not linted` line says everywhere it looked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from dsx import catalog, settings
+from dsx.errors import NotFoundError
+from dsx.lint import chart as chart_data
+from dsx.model.recipe import ComponentRef
+
+
+class ChartUnavailable(NotFoundError):
+    """No chart data for a component at its pinned version; the message is the reason."""
+
+
+class ChartSource(Protocol):
+    def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
+        """The chart the component installs, at its pinned version; ChartUnavailable otherwise."""
+        ...
+
+
+def chart_name(component: ComponentRef) -> str:
+    return component.chart or component.name
+
+
+def version_spellings(version: str) -> list[str]:
+    """The pinned version first, then the same version with the `v` prefix toggled (25.1.0 ↔ v25.1.0)."""
+    other = version[1:] if version.startswith("v") else f"v{version}"
+    return [version, other]
+
+
+class DirectorySource:
+    """Charts laid out as `<root>/<chart>/<version>/` (the dsx cache layout or unpacked charts)."""
+
+    def __init__(self, root: Path, label: str) -> None:
+        self.root = root
+        self.label = label
+
+    def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
+        name = chart_name(component)
+        for version in version_spellings(component.version):
+            directory = self.root / name / version
+            if (directory / chart_data.VALUES_FILE).is_file():
+                return chart_data.load_chart_dir(
+                    directory, name=name, version=component.version, origin=f"{self.label} {name}/{version}"
+                )
+        raise ChartUnavailable(f"no {name}/{component.version} in {self.label} ({self.root})")
+
+
+class ChainSource:
+    """The first source that has the chart wins; when none has it, every reason is kept."""
+
+    def __init__(self, chain: Sequence[ChartSource]) -> None:
+        self.chain = tuple(chain)
+
+    def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
+        reasons: list[str] = []
+        for source in self.chain:
+            try:
+                return source.chart_for(component)
+            except ChartUnavailable as exc:
+                reasons.append(str(exc))
+        raise ChartUnavailable("; ".join(reasons) or "no chart source configured")
+
+
+def packaged_charts() -> Path:
+    """The chart data shipped inside dsx (upstream defaults and the paths their templates read)."""
+    return catalog.path("charts")
+
+
+def default_source(
+    charts_dir: Path | None = None, *, offline: bool = False, cache_dir: Path | None = None
+) -> ChartSource:
+    """The standard lookup chain; `offline` leaves out the repository fetch."""
+    cache = cache_dir if cache_dir is not None else settings.paths().chart_cache
+    chain: list[ChartSource] = []
+    if charts_dir is not None:
+        chain.append(DirectorySource(charts_dir, "--charts"))
+    chain += [DirectorySource(cache, "chart cache"), DirectorySource(packaged_charts(), "dsx catalog")]
+    if offline:
+        chain.append(_Offline())
+    else:
+        from dsx.lint import fetch
+
+        chain.append(fetch.RepositoryFetcher(cache))
+    return ChainSource(chain)
+
+
+class _Offline:
+    def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
+        raise ChartUnavailable(f"not fetched from {component.source or 'its repository'} (offline)")
