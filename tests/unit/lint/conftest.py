@@ -48,6 +48,24 @@ def make_chart(chart_root: Path) -> Callable[..., Path]:
     return make
 
 
+def make_recipe(*components: ComponentRef) -> Recipe:
+    """A minimal valid recipe holding `components` in the given order."""
+    return Recipe.from_dict(
+        {
+            "apiVersion": "dsx.run/v1alpha1",
+            "kind": "Recipe",
+            "metadata": {"name": "built", "generator": "test", "criteria": {}, "overlays": ["base"]},
+            "componentRefs": [c.to_dict() for c in components],
+            "deploymentOrder": [c.name for c in components],
+        }
+    )
+
+
+@pytest.fixture
+def recipe_of() -> Callable[..., Recipe]:
+    return make_recipe
+
+
 def make_helm_component(name: str, version: str, values: Mapping[str, Any], source: str = "") -> ComponentRef:
     return ComponentRef(
         name=name,

@@ -219,22 +219,12 @@ def test_a_key_the_chart_still_has_but_calls_deprecated_is_a_finding(
     ]
 
 
-def _recipe(*components: ComponentRef) -> Recipe:
-    return Recipe.from_dict(
-        {
-            "apiVersion": "dsx.run/v1alpha1",
-            "kind": "Recipe",
-            "metadata": {"name": "partial", "generator": "test", "criteria": {}, "overlays": ["base"]},
-            "componentRefs": [c.to_dict() for c in components],
-            "deploymentOrder": [c.name for c in components],
-        }
-    )
-
-
 def test_components_without_chart_data_are_not_linted_and_do_not_fail(
-    upstream_charts: sources.DirectorySource, helm_component: Callable[..., ComponentRef]
+    upstream_charts: sources.DirectorySource,
+    helm_component: Callable[..., ComponentRef],
+    recipe_of: Callable[..., Recipe],
 ) -> None:
-    recipe = _recipe(
+    recipe = recipe_of(
         helm_component("cert-manager", "v1.17.2", {"crds": {"enabled": True}}),
         ComponentRef(name="tuning", type=ComponentType.MANIFEST, namespace="skyhook", version="0.2.1"),
         helm_component("empty", "1.0.0", {}),
