@@ -79,7 +79,10 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="dsx", standalone_mode=False)
+        # with standalone_mode=False click returns (not raises) the code of a raised Exit
+        code = cli.main(args=args, prog_name="dsx", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
