@@ -1,0 +1,28 @@
+"""Names every bundle shares, whatever the deployer: the integrity files and the attestation folder.
+
+`checksums.txt` covers every file except itself and `attestation/`; `bundle.json` says what
+the bundle is; `attestation/` holds signatures over those two and is the only place a
+signature may live, so signing never changes a covered file.
+"""
+
+from __future__ import annotations
+
+CHECKSUMS = "checksums.txt"
+MANIFEST = "bundle.json"
+RECIPE_COPY = "recipe.yaml"
+ATTESTATION_DIR = "attestation"
+INTOTO = f"{ATTESTATION_DIR}/bundle.intoto.jsonl"
+SIGSTORE = f"{ATTESTATION_DIR}/bundle.sigstore.json"
+ATTESTATION_FILES = (INTOTO, SIGSTORE)
+
+BUNDLE_SCHEMA = "dsx.run/bundle/v1"
+"""`bundle.json` format identifier."""
+
+
+def is_attestation(path: str) -> bool:
+    return path == ATTESTATION_DIR or path.startswith(ATTESTATION_DIR + "/")
+
+
+def is_covered(path: str) -> bool:
+    """Whether `path` must appear in checksums.txt."""
+    return path != CHECKSUMS and not is_attestation(path)

@@ -1,0 +1,118 @@
+"""A bundle in memory (relative path → bytes) and its one-way trips to and from a directory.
+
+Rendering and signing work on this in-memory tree, so they are pure and testable without a
+disk; only `write_tree` and `read_tree` touch the filesystem. Writing goes to a staging
+directory first and swaps it into place, so a crash never leaves a half-written bundle that
+looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dsx.bundles import layout
+from dsx.errors import BadInputError, NotFoundError
+
+
+@dataclass(frozen=True)
+class FileTree:
+    files: Mapping[str, bytes]
+    executables: frozenset[str] = field(default_factory=frozenset)
+
+    def with_files(self, extra: Mapping[str, bytes]) -> FileTree:
+        return FileTree({**self.files, **extra}, self.executables)
+
+    def paths(self) -> list[str]:
+        return sorted(self.files)
+
+
+@dataclass(frozen=True)
+class DirectoryContents:
+    """What `read_tree` found: regular files, and anything else (links, devices) by path."""
+
+    tree: FileTree
+    irregular: tuple[str, ...]
+
+
+def read_tree(directory: Path) -> DirectoryContents:
+    """Every regular file under `directory`, keyed by forward-slash relative path."""
+    if not directory.exists():
+        raise NotFoundError(f"{directory}: not found")
+    if not directory.is_dir():
+        raise BadInputError(f"{directory}: not a directory")
+    files: dict[str, bytes] = {}
+    executables: set[str] = set()
+    irregular: list[str] = []
+    try:
+        for root, dirnames, filenames in os.walk(directory, followlinks=False):
+            base = Path(root)
+            for name in list(dirnames):
+                if (base / name).is_symlink():
+                    irregular.append((base / name).relative_to(directory).as_posix())
+                    dirnames.remove(name)
+            for name in filenames:
+                path = base / name
+                rel = path.relative_to(directory).as_posix()
+                mode = path.lstat().st_mode
+                if not stat.S_ISREG(mode):
+                    irregular.append(rel)
+                    continue
+                files[rel] = path.read_bytes()
+                if mode & stat.S_IXUSR:
+                    executables.add(rel)
+    except OSError as exc:
+        raise BadInputError(f"{directory}: cannot read: {exc.strerror} ({exc.filename})") from exc
+    return DirectoryContents(FileTree(files, frozenset(executables)), tuple(sorted(irregular)))
+
+
+def write_tree(tree: FileTree, directory: Path) -> None:
+    """Replace `directory` with exactly `tree`; refuses a non-empty directory that is not a bundle."""
+    if directory.exists():
+        if not directory.is_dir():
+            raise BadInputError(f"{directory}: exists and is not a directory")
+        if any(directory.iterdir()) and not (directory / layout.MANIFEST).is_file():
+            raise BadInputError(f"{directory}: not empty and not a dsx bundle; choose an empty or new directory")
+    parent = directory.resolve().parent
+    staging = parent / f".{directory.name}.dsx-staging-{os.getpid()}"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir()
+        for rel in sorted(tree.files):
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tree.files[rel])
+            target.chmod(0o755 if rel in tree.executables else 0o644)
+        _swap_into_place(staging, directory)
+    except OSError as exc:
+        raise BadInputError(f"{directory}: cannot write bundle: {exc.strerror} ({exc.filename})") from exc
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_into_place(staging: Path, directory: Path) -> None:
+    if not directory.exists():
+        staging.rename(directory)
+        return
+    retired = staging.with_name(staging.name.replace("staging", "retired"))
+    try:
+        directory.rename(retired)
+    except OSError:
+        # a mount point or the working directory cannot be renamed: empty it and move entries in
+        for entry in directory.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        for entry in staging.iterdir():
+            entry.rename(directory / entry.name)
+        return
+    staging.rename(directory)
+    shutil.rmtree(retired)

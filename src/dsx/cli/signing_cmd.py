@@ -1,0 +1,114 @@
+"""`dsx keygen`, `dsx sign` and `dsx verify`: keys, signatures and offline trust verdicts."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from dsx.cli.main import run_result
+from dsx.errors import BadInputError, NotFoundError
+
+if TYPE_CHECKING:
+    from dsx.signing.keys import TrustedKey
+    from dsx.signing.verdict import Verdict
+
+ALGORITHMS = ("ecdsa-p256", "ed25519")
+
+
+def _passphrase(env_name: str) -> bytes | None:
+    value = os.environ.get(env_name)
+    return value.encode("utf-8") if value else None
+
+
+@click.command()
+@click.option("--out", "prefix", required=True, metavar="PREFIX", help="Writes PREFIX.key (0600) and PREFIX.pub.")
+@click.option("--algorithm", type=click.Choice(ALGORITHMS), default="ecdsa-p256", show_default=True)
+@click.option(
+    "--passphrase-env",
+    default="DSX_SIGNING_PASSPHRASE",
+    show_default=True,
+    help="Encrypt the private key with the passphrase in this environment variable (when set).",
+)
+def keygen(prefix: str, algorithm: str, passphrase_env: str) -> None:
+    """Create a signing key pair."""
+    from dsx.signing import keys
+    from dsx.signing.signer import Algorithm
+
+    passphrase = _passphrase(passphrase_env)
+    paths = keys.write_key_pair(Path(prefix), Algorithm(algorithm), passphrase)
+    trusted = keys.load_public_key(paths.public)
+    state = "encrypted" if passphrase else "unencrypted"
+    click.echo(f"private key: {paths.private} ({state}, mode 0600)")
+    click.echo(f"public key:  {paths.public}")
+    click.echo(f"key id:      {trusted.key_id}")
+
+
+@click.command()
+@click.option("--key", "key_path", required=True, type=click.Path(dir_okay=False), help="Private key file.")
+@click.option("--passphrase-env", default="DSX_SIGNING_PASSPHRASE", show_default=True)
+@click.argument("path", type=click.Path())
+def sign(key_path: str, passphrase_env: str, path: str) -> None:
+    """Sign a recipe file or a bundle directory."""
+    from dsx.signing import attest, keys
+
+    signer = keys.load_signer(Path(key_path), _passphrase(passphrase_env))
+    target = Path(path)
+    if target.is_dir():
+        written = attest.sign_bundle_directory(target, signer)
+    elif target.exists():
+        written = attest.sign_file(target, signer)
+    else:
+        raise BadInputError(f"{target}: not found")
+    for written_path in written:
+        click.echo(f"wrote {written_path}")
+    click.echo(f"signed by key {signer.key_id}")
+
+
+def load_trusted(key_paths: tuple[str, ...], trusted_dir: str | None) -> list[TrustedKey]:
+    from dsx.signing import keys
+
+    try:
+        trusted = [keys.load_public_key(Path(p)) for p in key_paths]
+        if trusted_dir:
+            trusted += keys.load_trusted_keys(Path(trusted_dir))
+    except NotFoundError as exc:
+        raise BadInputError(str(exc)) from exc
+    return trusted
+
+
+def render_verdict(verdict: Verdict) -> str:
+    lines = [f"{verdict.level.value}: {verdict.kind.value} {verdict.target}"]
+    if verdict.signed_by:
+        lines.append(f"  signed by: {', '.join(verdict.signed_by)}")
+    lines.append(f"  files checked: {verdict.files_checked}")
+    lines += [f"  {finding}" for finding in verdict.findings]
+    lines += [f"  note: {note}" for note in verdict.notes]
+    return "\n".join(lines) + "\n"
+
+
+@click.command()
+@click.argument("path", type=click.Path())
+@click.option("--key", "key_paths", multiple=True, type=click.Path(dir_okay=False), help="Trusted public key (repeat).")
+@click.option("--trusted-keys", "trusted_dir", type=click.Path(), help="Directory of trusted *.pub / *.pem keys.")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+def verify(path: str, key_paths: tuple[str, ...], trusted_dir: str | None, fmt: str) -> None:
+    """Verify a signed recipe, bundle directory or attestation offline.
+
+    Exit 0 only when verified; 1 when tampered or unsigned; 2 when the input cannot be read.
+    """
+    from dsx.signing import verify as verifier
+
+    trusted = load_trusted(key_paths, trusted_dir)
+    try:
+        verdict = verifier.verify_path(Path(path), trusted)
+    except NotFoundError as exc:
+        raise BadInputError(str(exc)) from exc
+    if fmt == "json":
+        click.echo(json.dumps(verdict.to_dict(), indent=2), nl=True)
+    else:
+        click.echo(render_verdict(verdict), nl=False)
+    run_result(verdict.exit_code)

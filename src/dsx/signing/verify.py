@@ -1,0 +1,282 @@
+"""Offline verification of a bundle directory, a signed file, or a standalone attestation.
+
+A bundle is checked as a closed world: every file on disk must be listed in checksums.txt with
+a matching digest, every listed file must exist, and nothing but the known attestation files
+may sit in attestation/. A signature then vouches for checksums.txt and bundle.json by digest,
+so one signature covers every byte. Findings name the file or key at fault; nothing here
+touches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dsx.bundles import checksums, layout
+from dsx.bundles.tree import FileTree, read_tree
+from dsx.errors import BadInputError
+from dsx.signing import dsse, provenance, sigstore
+from dsx.signing.signer import Verifier
+from dsx.signing.statement import Statement, VerifiedStatement, verify_envelope
+from dsx.signing.verdict import ArtifactKind, Finding, TamperedError, TrustLevel, Verdict
+
+INTOTO_SUFFIX = ".intoto.jsonl"
+SIGSTORE_SUFFIX = ".sigstore.json"
+
+
+def integrity_findings(tree: FileTree, irregular: Sequence[str] = ()) -> tuple[list[Finding], dict[str, str]]:
+    """Closed-world check of a bundle tree against its checksums.txt; also returns the entries."""
+    findings = [Finding(p, "not a regular file (link or device)") for p in irregular]
+    raw = tree.files.get(layout.CHECKSUMS)
+    if raw is None:
+        return [*findings, Finding(layout.CHECKSUMS, "missing")], {}
+    try:
+        entries = checksums.parse_checksums(raw, source=layout.CHECKSUMS)
+    except BadInputError as exc:
+        return [*findings, Finding(layout.CHECKSUMS, str(exc).removeprefix(f"{layout.CHECKSUMS}: "))], {}
+    for path in sorted(tree.files):
+        if layout.is_attestation(path):
+            if path not in layout.ATTESTATION_FILES:
+                findings.append(Finding(path, f"unexpected file in {layout.ATTESTATION_DIR}/"))
+            continue
+        if not layout.is_covered(path):
+            continue
+        expected = entries.get(path)
+        if expected is None:
+            findings.append(Finding(path, f"not listed in {layout.CHECKSUMS} (added after the bundle was made)"))
+        elif checksums.sha256_hex(tree.files[path]) != expected:
+            findings.append(Finding(path, f"content does not match {layout.CHECKSUMS}"))
+    for path in sorted(entries):
+        if path not in tree.files:
+            findings.append(Finding(path, f"listed in {layout.CHECKSUMS} but missing"))
+        elif not layout.is_covered(path):
+            findings.append(Finding(path, f"must not be listed in {layout.CHECKSUMS}"))
+    findings += _manifest_findings(tree, entries)
+    return findings, entries
+
+
+def _manifest_findings(tree: FileTree, entries: Mapping[str, str]) -> list[Finding]:
+    manifest = read_manifest(tree)
+    if manifest is None:
+        return [Finding(layout.MANIFEST, "missing or not a JSON object")]
+    listed = manifest.get("files")
+    expected = sorted(p for p in entries if p != layout.MANIFEST)
+    if listed != expected:
+        return [Finding(layout.MANIFEST, f"file list does not match {layout.CHECKSUMS}")]
+    return []
+
+
+def read_manifest(tree: FileTree) -> dict[str, Any] | None:
+    raw = tree.files.get(layout.MANIFEST)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_envelopes(data: bytes, *, source: str) -> list[dsse.Envelope]:
+    """Envelopes in an `.intoto.jsonl` (one per line) or a Sigstore bundle `.json` file."""
+    try:
+        text = data.decode("utf-8")
+        if source.endswith(SIGSTORE_SUFFIX) or source.endswith(".json"):
+            return [sigstore.envelope_of(json.loads(text), source=source)]
+        lines = [line for line in text.splitlines() if line.strip()]
+        if not lines:
+            raise BadInputError(f"{source}: empty attestation")
+        return [
+            dsse.Envelope.from_dict(json.loads(line), source=f"{source}: line {n}") for n, line in enumerate(lines, 1)
+        ]
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInputError(f"{source}: not JSON") from exc
+
+
+def _check_subjects(statement: Statement, files: Mapping[str, bytes], required: Sequence[str]) -> list[Finding]:
+    findings = []
+    names = {s.name for s in statement.subjects}
+    for name in required:
+        if name not in names:
+            findings.append(Finding(name, "not a subject of the signed statement"))
+    for subject in statement.subjects:
+        data = files.get(subject.name)
+        if data is None:
+            findings.append(Finding(subject.name, "signed subject is missing"))
+            continue
+        expected = subject.digest.get("sha256")
+        if expected is None:
+            findings.append(Finding(subject.name, "signed subject has no sha256 digest"))
+        elif hashlib.sha256(data).hexdigest() != expected:
+            findings.append(Finding(subject.name, "does not match the digest in the signed statement"))
+    return findings
+
+
+def _verify_attestation_bytes(
+    data: bytes, source: str, trusted: Sequence[Verifier]
+) -> tuple[list[VerifiedStatement], list[Finding]]:
+    try:
+        envelopes = read_envelopes(data, source=source)
+    except BadInputError as exc:
+        return [], [Finding(source, str(exc).removeprefix(f"{source}: "))]
+    verified: list[VerifiedStatement] = []
+    findings: list[Finding] = []
+    for envelope in envelopes:
+        try:
+            verified.append(verify_envelope(envelope, trusted, source=source))
+        except TamperedError as exc:
+            findings += exc.findings
+    return verified, findings
+
+
+def _signer_ids(data: bytes, source: str) -> list[str]:
+    try:
+        return sorted({s.key_id for e in read_envelopes(data, source=source) for s in e.signatures})
+    except BadInputError:
+        return []
+
+
+def verify_bundle_tree(
+    tree: FileTree, trusted: Sequence[Verifier], *, target: str, irregular: Sequence[str] = ()
+) -> Verdict:
+    findings, entries = integrity_findings(tree, irregular)
+    present = [p for p in layout.ATTESTATION_FILES if p in tree.files]
+    checked = len(entries)
+    if not present:
+        level = TrustLevel.TAMPERED if findings else TrustLevel.UNSIGNED
+        return Verdict(target, ArtifactKind.BUNDLE, level, tuple(findings), files_checked=checked)
+    if not trusted:
+        keys = sorted({k for p in present for k in _signer_ids(tree.files[p], p)})
+        note = f"signature by key(s) {', '.join(keys) or '?'} not checked: no trusted key given (--key, --trusted-keys)"
+        level = TrustLevel.TAMPERED if findings else TrustLevel.UNSIGNED
+        return Verdict(target, ArtifactKind.BUNDLE, level, tuple(findings), files_checked=checked, notes=(note,))
+    signed_by: set[str] = set()
+    payloads: set[bytes] = set()
+    manifest = read_manifest(tree) or {}
+    for path in present:
+        statements, problems = _verify_attestation_bytes(tree.files[path], path, trusted)
+        findings += problems
+        for verified in statements:
+            signed_by.update(verified.key_ids)
+            payloads.add(verified.statement.to_payload())
+            findings += _check_subjects(verified.statement, tree.files, [layout.CHECKSUMS, layout.MANIFEST])
+            findings += _predicate_findings(verified.statement, manifest, path)
+    if len(payloads) > 1:
+        findings.append(Finding(layout.SIGSTORE, f"signs a different statement than {layout.INTOTO}"))
+    level = TrustLevel.TAMPERED if findings else TrustLevel.VERIFIED
+    return Verdict(
+        target, ArtifactKind.BUNDLE, level, tuple(_unique(findings)), tuple(sorted(signed_by)), files_checked=checked
+    )
+
+
+def _predicate_findings(statement: Statement, manifest: Mapping[str, Any], source: str) -> list[Finding]:
+    if statement.predicate_type != provenance.SLSA_PROVENANCE_V1:
+        return [Finding(source, f"predicate type {statement.predicate_type!r} is not SLSA provenance v1")]
+    external = statement.predicate.get("buildDefinition", {}).get("externalParameters", {})
+    recipe = manifest.get("recipe", {})
+    if isinstance(recipe, dict) and external.get("recipeDigest") != recipe.get("digest"):
+        return [Finding(layout.MANIFEST, "recipe digest differs from the signed provenance")]
+    return []
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    return list(dict.fromkeys(findings))
+
+
+def _no_key_note(data: bytes, source: str) -> str:
+    keys = ", ".join(_signer_ids(data, source)) or "?"
+    return f"signature by key(s) {keys} not checked: no trusted key given (--key, --trusted-keys)"
+
+
+def _check_beside(
+    data: bytes, source: str, base: Path, trusted: Sequence[Verifier]
+) -> tuple[list[VerifiedStatement], list[Finding], int]:
+    """Verify an attestation whose subjects are files in `base`; returns statements, findings, files read."""
+    statements, findings = _verify_attestation_bytes(data, source, trusted)
+    read = 0
+    for verified in statements:
+        files: dict[str, bytes] = {}
+        unsafe: set[str] = set()
+        for subject in verified.statement.subjects:
+            try:
+                checksums.check_path(subject.name, source=source)
+                files[subject.name] = (base / subject.name).read_bytes()
+            except BadInputError:
+                unsafe.add(subject.name)
+                findings.append(Finding(subject.name, "unsafe subject path"))
+            except OSError:
+                continue  # reported as missing below
+        read += len(files)
+        findings += [f for f in _check_subjects(verified.statement, files, []) if f.subject not in unsafe]
+    return statements, _unique(findings), read
+
+
+def verify_attestation_file(path: Path, trusted: Sequence[Verifier]) -> Verdict:
+    """A standalone `.intoto.jsonl` / `.sigstore.json`: its subjects are files beside it."""
+    data = _read_bytes(path)
+    if not trusted:
+        note = _no_key_note(data, path.name)
+        return Verdict(str(path), ArtifactKind.ATTESTATION, TrustLevel.UNSIGNED, notes=(note,))
+    statements, findings, read = _check_beside(data, path.name, path.parent, trusted)
+    level = TrustLevel.TAMPERED if findings or not statements else TrustLevel.VERIFIED
+    signed_by = tuple(sorted({k for v in statements for k in v.key_ids}))
+    return Verdict(str(path), ArtifactKind.ATTESTATION, level, tuple(findings), signed_by, files_checked=read)
+
+
+def sidecar_paths(path: Path) -> list[Path]:
+    """Where `dsx sign FILE` writes the attestations of FILE."""
+    return [path.with_name(path.name + INTOTO_SUFFIX), path.with_name(path.name + SIGSTORE_SUFFIX)]
+
+
+def verify_signed_file(path: Path, trusted: Sequence[Verifier]) -> Verdict:
+    """A file (a recipe) signed by `dsx sign`: its attestations sit beside it and must name it."""
+    _read_bytes(path)
+    sidecars = [p for p in sidecar_paths(path) if p.is_file()]
+    if not sidecars:
+        note = f"no attestation beside it ({path.name}{INTOTO_SUFFIX})"
+        return Verdict(str(path), ArtifactKind.FILE, TrustLevel.UNSIGNED, files_checked=1, notes=(note,))
+    if not trusted:
+        note = _no_key_note(_read_bytes(sidecars[0]), sidecars[0].name)
+        return Verdict(str(path), ArtifactKind.FILE, TrustLevel.UNSIGNED, files_checked=1, notes=(note,))
+    findings: list[Finding] = []
+    signed_by: set[str] = set()
+    for sidecar in sidecars:
+        statements, problems, _ = _check_beside(_read_bytes(sidecar), sidecar.name, path.parent, trusted)
+        findings += problems
+        for verified in statements:
+            signed_by.update(verified.key_ids)
+            if path.name not in {s.name for s in verified.statement.subjects}:
+                findings.append(Finding(path.name, f"not a subject of {sidecar.name}"))
+    level = TrustLevel.TAMPERED if findings or not signed_by else TrustLevel.VERIFIED
+    return Verdict(str(path), ArtifactKind.FILE, level, tuple(_unique(findings)), tuple(sorted(signed_by)), 1)
+
+
+def verify_path(path: Path, trusted: Sequence[Verifier]) -> Verdict:
+    """Dispatch on what `path` is: a bundle directory, an attestation, or a signed file."""
+    if not path.exists():
+        raise BadInputError(f"{path}: not found")
+    if path.is_dir():
+        contents = read_tree(path)
+        files = contents.tree.files
+        if (
+            layout.CHECKSUMS not in files
+            and layout.MANIFEST not in files
+            and not any(p in files for p in layout.ATTESTATION_FILES)
+        ):
+            raise BadInputError(f"{path}: not a dsx bundle (no {layout.CHECKSUMS} or {layout.MANIFEST})")
+        return verify_bundle_tree(contents.tree, trusted, target=str(path), irregular=contents.irregular)
+    if path.name.endswith((INTOTO_SUFFIX, SIGSTORE_SUFFIX)):
+        return verify_attestation_file(path, trusted)
+    return verify_signed_file(path, trusted)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as exc:
+        raise BadInputError(f"{path}: not found") from exc
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot read: {exc.strerror}") from exc
