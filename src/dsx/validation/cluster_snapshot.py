@@ -33,9 +33,9 @@ _VERSION_HINTS = (("-eks-", "eks"), ("-gke.", "gke"), ("-aks", "aks"))
 def collect(reader: reading.ClusterReader, *, generator: str, captured_at: str = "") -> snapshot.Snapshot:
     """A cluster snapshot: server version, provider, nodes, Helm releases, workloads, ClusterPolicy."""
     unreadable: list[snapshot.Unreadable] = []
-    server_version = reader.server_version()
+    server_version = str(reader.server_version().get("gitVersion") or "")
     nodes = tuple(sorted((node_from_object(o) for o in _list(reader, "v1", "Node", unreadable)), key=lambda n: n.name))
-    secrets = _list(reader, "v1", "Secret", unreadable, label_selector=helm_storage.OWNER_SELECTOR)
+    secrets = _list(reader, "v1", "Secret", unreadable, labels=helm_storage.OWNER_LABELS)
     releases, broken = helm_storage.latest_releases(secrets)
     unreadable.extend(broken)
     workloads: list[snapshot.Workload] = []
@@ -60,10 +60,10 @@ def _list(
     kind: str,
     unreadable: list[snapshot.Unreadable],
     *,
-    label_selector: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     try:
-        return reading.with_kind(reader.list_objects(api_version, kind, label_selector=label_selector), kind)
+        return reading.with_kind(reader.list(api_version, kind, labels=labels), kind)
     except (ForbiddenError, UnauthorizedError) as exc:
         unreadable.append(snapshot.Unreadable(f"{kind} objects", str(exc)))
         return []

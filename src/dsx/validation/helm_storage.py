@@ -25,7 +25,7 @@ from dsx.model import snapshot
 
 RELEASE_STORAGE_TYPE = "helm.sh/release.v1"
 RELEASE_OBJECT_PREFIX = "sh.helm.release.v1."
-OWNER_SELECTOR = "owner=helm"
+OWNER_LABELS = {"owner": "helm"}
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 
 

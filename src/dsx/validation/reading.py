@@ -1,7 +1,7 @@
 """What validation needs from a cluster: its version and objects by kind, read-only.
 
 A narrow port on purpose: snapshot collection, the deployment and conformance phases all work
-on plain object dicts (as the API server returns them, `kind` set on each), so the adapter
+on plain object dicts (as the API server returns them), so the adapter
 (dsx.kube) only lists, and the verdicts are pure functions over what it listed.
 
 Errors follow the dsx tree: a kind the server does not serve (a CRD not installed) raises
@@ -20,19 +20,19 @@ from dsx.errors import ForbiddenError, NotFoundError
 class ClusterReader(Protocol):
     """Read-only access to one cluster."""
 
-    def server_version(self) -> str:
-        """The API server's gitVersion, e.g. `v1.34.1` or `v1.33.5-eks-3025e55`."""
+    def server_version(self) -> dict[str, Any]:
+        """The API server's /version document; `gitVersion` is e.g. `v1.33.5-eks-3025e55`."""
         ...
 
-    def list_objects(
+    def list(
         self,
         api_version: str,
         kind: str,
-        *,
         namespace: str | None = None,
-        label_selector: str | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
     ) -> list[dict[str, Any]]:
-        """Every object of `kind` (all namespaces when `namespace` is None), each with `kind` set."""
+        """Every object of `kind` (all namespaces when `namespace` is None) carrying all of `labels`."""
         ...
 
 
@@ -52,22 +52,22 @@ class FakeClusterReader:
         self.objects.extend(dict(o) for o in objects)
         return self
 
-    def server_version(self) -> str:
-        return self.version
+    def server_version(self) -> dict[str, Any]:
+        return {"gitVersion": self.version}
 
-    def list_objects(
+    def list(
         self,
         api_version: str,
         kind: str,
-        *,
         namespace: str | None = None,
-        label_selector: str | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
     ) -> list[dict[str, Any]]:
         if kind in self.missing_kinds:
             raise NotFoundError(f"the server does not serve {api_version} {kind}")
         if kind in self.forbidden_kinds:
             raise ForbiddenError(f"forbidden: cannot list {kind}")
-        wanted = parse_label_selector(label_selector)
+        wanted = dict(labels or {})
         return [
             o
             for o in self.objects
@@ -75,14 +75,6 @@ class FakeClusterReader:
             and (namespace is None or (o.get("metadata") or {}).get("namespace") == namespace)
             and all(((o.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
         ]
-
-
-def parse_label_selector(selector: str | None) -> dict[str, str]:
-    """`a=b,c=d` as a mapping; the equality form is all validation asks for."""
-    if not selector:
-        return {}
-    pairs = (term.split("=", 1) for term in selector.split(",") if term.strip())
-    return {k.strip(): v.strip() for k, v in pairs}
 
 
 def with_kind(objects: Iterable[Mapping[str, Any]], kind: str) -> list[dict[str, Any]]:
