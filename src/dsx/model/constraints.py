@@ -133,6 +133,15 @@ def parse_constraint(raw: object, *, source: str) -> Constraint:
     return Constraint(_check_name(name, source), operator, _check_value(operator, value.strip(), source))
 
 
+def parse_constraints(raw: object, *, source: str) -> tuple[Constraint, ...]:
+    """A list of constraints (`source[i]` names each one in errors); None is the empty list."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise BadInputError(f"{source} must be a list")
+    return tuple(parse_constraint(c, source=f"{source}[{i}]") for i, c in enumerate(raw))
+
+
 def compare(actual: str, operator: Operator, expected: str, *, source: str = "constraint") -> bool:
     """`actual <operator> expected`, version-aware and precision-aware (see module docstring)."""
     want = parse_version(expected)

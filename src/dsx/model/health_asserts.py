@@ -46,7 +46,8 @@ class HealthCheckAssert:
 
     `namespace` empty means "the component's namespace" (filled in at resolution);
     `min_available_replicas` None means "all of spec.replicas"; `selector` (match labels)
-    picks pods for `Pod` asserts.
+    picks pods for `Pod` asserts, and a `Pod` assert with neither name nor selector covers every
+    pod in the namespace.
     """
 
     kind: AssertKind
@@ -103,8 +104,7 @@ class HealthCheckAssert:
         if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
             raise BadInputError(f"{source}: {kind.value}: selector must map label names to strings")
         if kind is AssertKind.POD:
-            if not name and not selector:
-                raise BadInputError(f"{source}: Pod assert needs a name or a selector")
+            pass  # neither name nor selector: every pod in the namespace
         elif not name:
             raise BadInputError(f"{source}: {kind.value} assert needs a name")
         elif selector:

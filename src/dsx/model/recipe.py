@@ -225,13 +225,7 @@ class Recipe:
             ),
             digest=str(meta.get("digest") or ""),
         )
-        raw_constraints = raw.get("constraints") or []
-        if not isinstance(raw_constraints, list):
-            raise BadInputError(f"{source}: constraints must be a list")
-        parsed_constraints = tuple(
-            constraint_model.parse_constraint(c, source=f"{source}: constraints[{i}]")
-            for i, c in enumerate(raw_constraints)
-        )
+        parsed_constraints = constraint_model.parse_constraints(raw.get("constraints"), source=f"{source}: constraints")
         raw_refs = raw.get("componentRefs") or []
         if not isinstance(raw_refs, list):
             raise BadInputError(f"{source}: componentRefs must be a list")

@@ -1,0 +1,145 @@
+"""`dsx recipe` and `dsx query`: criteria in, a version-pinned recipe (or one value of it) out.
+
+Only click is imported at module level; the engine is imported inside the commands so
+`dsx recipe` starts fast (see bench/bench_recipes.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from dsx.cli import output as cli_output
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_CRITERIA_HELP = {
+    "service": "eks, gke, aks, oke, openshift, kind, any",
+    "accelerator": "h100, h200, b200, gb200, a100, l40s, rtx-pro-6000, any (alias --gpu)",
+    "os": "ubuntu, rhel, cos, amazonlinux, any",
+    "intent": "training, inference, any",
+    "platform": "kubeflow, dynamo, ray, slurm, any",
+}
+
+
+def criteria_options(func: F) -> F:
+    """The criteria flags shared by `recipe` and `query` (values are checked by the engine)."""
+    decorators = [
+        click.option("--service", default=None, metavar="NAME", help=_CRITERIA_HELP["service"]),
+        click.option(
+            "--accelerator", "--gpu", "accelerator", default=None, metavar="NAME", help=_CRITERIA_HELP["accelerator"]
+        ),
+        click.option("--os", "os_name", default=None, metavar="NAME", help=_CRITERIA_HELP["os"]),
+        click.option("--intent", default=None, metavar="NAME", help=_CRITERIA_HELP["intent"]),
+        click.option("--platform", default=None, metavar="NAME", help=_CRITERIA_HELP["platform"]),
+        click.option("--nodes", default=None, metavar="N", help="GPU node count (integer >= 1)."),
+        click.option(
+            "--config",
+            "config_path",
+            default=None,
+            metavar="FILE",
+            help="YAML file with the same keys; flags override it.",
+        ),
+        click.option(
+            "--snapshot",
+            "snapshot_path",
+            default=None,
+            metavar="FILE",
+            help="Derive service, accelerator, os and nodes from a snapshot (or `kubectl get nodes -o yaml`).",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def _resolve(params: dict[str, Any], strict: bool) -> Any:
+    from dsx.recipes import inputs, resolve
+
+    flags = {
+        "service": params["service"],
+        "accelerator": params["accelerator"],
+        "os": params["os_name"],
+        "intent": params["intent"],
+        "platform": params["platform"],
+        "nodes": params["nodes"],
+    }
+    gathered = inputs.gather(flags, config_path=params["config_path"], snapshot_path=params["snapshot_path"])
+    for warning in gathered.warnings:
+        click.echo(f"dsx: warning: {warning}", err=True)
+    recipe = resolve.resolve(gathered.criteria)
+    if strict:
+        resolve.require_validated(recipe)
+    return recipe
+
+
+def _components_table(document: dict[str, Any]) -> str:
+    rows = [
+        [
+            ref["name"],
+            ref["type"],
+            ref["version"],
+            ref["namespace"],
+            ref.get("chart") or ref.get("path") or "",
+            ", ".join(ref["dependencyRefs"]),
+        ]
+        for ref in ({r["name"]: r for r in document["componentRefs"]}[name] for name in document["deploymentOrder"])
+    ]
+    meta = document["metadata"]
+    head = f"recipe {meta['name']}  overlays: {', '.join(meta['overlays'])}\n"
+    if meta["unvalidatedCriteria"]:
+        head += f"unvalidated criteria: {', '.join(meta['unvalidatedCriteria'])}\n"
+    return head + cli_output.format_table(["component", "type", "version", "namespace", "chart", "after"], rows)
+
+
+@click.command("recipe")
+@criteria_options
+@click.option("--strict", is_flag=True, help="Exit 2 unless an overlay validates this exact combination.")
+@cli_output.format_options
+def recipe(strict: bool, fmt: str, output: str | None, **params: Any) -> None:
+    """Resolve criteria into a version-pinned recipe.
+
+    Example: dsx recipe --service eks --accelerator h100 --os ubuntu --intent training
+    --platform kubeflow -o recipe.yaml
+    """
+    result = _resolve(params, strict)
+    cli_output.emit(result.to_dict(), fmt, output, table=_components_table)
+
+
+@click.command("query")
+@criteria_options
+@click.option(
+    "--recipe",
+    "recipe_path",
+    default=None,
+    metavar="FILE",
+    help="Query a saved recipe instead of resolving criteria.",
+)
+@click.option(
+    "--selector",
+    required=True,
+    metavar="PATH",
+    help="Dot path with list indexes, e.g. components.gpu-operator.values.driver.version",
+)
+@cli_output.format_options
+def query(selector: str, recipe_path: str | None, fmt: str, output: str | None, **params: Any) -> None:
+    """Read one value of the hydrated recipe (all values merged).
+
+    Scalars print bare; maps and lists print in --format.
+    """
+    from dsx.recipes import selector as selector_module
+
+    if recipe_path:
+        from dsx.model import recipe as recipe_model
+
+        resolved = recipe_model.load(recipe_path)
+    else:
+        resolved = _resolve(params, strict=False)
+    value = selector_module.select(selector_module.hydrated(resolved), selector)
+    text = selector_module.scalar_text(value)
+    if text is not None:
+        cli_output.write(text + "\n", output)
+    else:
+        cli_output.emit(value, fmt, output)

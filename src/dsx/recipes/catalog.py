@@ -1,0 +1,390 @@
+"""Loading the overlay catalog and the component registry from YAML data.
+
+The catalog is data (src/dsx/catalog/overlays, src/dsx/catalog/components); this module turns it
+into typed objects once per process and checks what can be checked per file: schema, criteria
+values, constraint syntax, health asserts, base chains. Everything a resolution could trip over
+later (unknown base, a base whose criteria are not a subset, two overlays for one combination,
+a component an overlay names but the registry lacks) fails here with a CatalogError naming the
+file and field, so a broken catalog never resolves half-way.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsx import catalog as catalog_data
+from dsx.errors import BadInputError, CatalogError, allowed_values_message
+from dsx.model import constraints as constraint_model
+from dsx.model import criteria as criteria_model
+from dsx.model import health_asserts
+from dsx.model.recipe import API_VERSION, ComponentRef, ComponentType
+
+OVERLAY_KIND = "Overlay"
+COMPONENT_KIND = "Component"
+BASE = "base"
+# fields of a component an overlay may set; scalars replace when non-empty
+SCALAR_FIELDS = ("type", "chart", "source", "path", "namespace", "version")
+_PATCH_FIELDS = (
+    "name",
+    *SCALAR_FIELDS,
+    "values",
+    "dependencyRefs",
+    "healthCheckAsserts",
+    "manifests",
+    "enabled",
+    "ifIncluded",
+)
+_OVERLAY_SPEC_FIELDS = ("base", "criteria", "constraints", "componentRefs", "certification")
+_COMPONENT_SPEC_FIELDS = (
+    *SCALAR_FIELDS,
+    "values",
+    "dependencyRefs",
+    "healthCheckAsserts",
+    "manifestFiles",
+)
+_DIMENSION_RANK = {d: i for i, d in enumerate(criteria_model.DIMENSIONS)}
+
+
+@dataclass(frozen=True)
+class ComponentPatch:
+    """What one overlay says about one component; None means "this overlay leaves it alone"."""
+
+    name: str
+    scalars: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] | None = None
+    dependency_refs: tuple[str, ...] | None = None
+    health_check_asserts: tuple[health_asserts.HealthCheckAssert, ...] | None = None
+    manifests: dict[str, str] | None = None
+    enabled: bool | None = None
+    if_included: bool = False
+    """Adjust the component only when some overlay of the recipe includes it (never add it)."""
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """One layer of the catalog: criteria it applies to, its parent, and what it changes."""
+
+    name: str
+    base: str | None
+    criteria: dict[str, str]
+    constraints: tuple[constraint_model.Constraint, ...] = ()
+    components: tuple[ComponentPatch, ...] = ()
+    certification: dict[str, Any] | None = None
+    source: str = ""
+
+    @property
+    def specificity(self) -> int:
+        return len(self.criteria)
+
+    @property
+    def order_key(self) -> tuple[int, tuple[int, ...], str]:
+        """Application order: fewer criteria first, then by dimension rank, then by name (ADR 0002)."""
+        ranks = tuple(sorted(_DIMENSION_RANK[d] for d in self.criteria))
+        return (self.specificity, ranks, self.name)
+
+    def matches(self, query: criteria_model.Criteria) -> bool:
+        """Every criterion this overlay names equals the query's; unset fields match anything.
+
+        A query field `any` therefore matches only overlays that leave the field unset.
+        """
+        return all(query.value(d) == v for d, v in self.criteria.items())
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The loaded catalog: overlays in application order and the component registry."""
+
+    overlays: tuple[Overlay, ...]
+    components: dict[str, ComponentRef]
+    root: Path
+
+    @functools.cached_property
+    def by_name(self) -> dict[str, Overlay]:
+        return {o.name: o for o in self.overlays}
+
+    def chain(self, name: str) -> list[Overlay]:
+        """The base chain of `name`, root first, ending with the overlay itself."""
+        chain: list[Overlay] = []
+        current: str | None = name
+        while current is not None:
+            overlay = self.by_name[current]
+            chain.append(overlay)
+            current = overlay.base
+        return chain[::-1]
+
+    def supported_combinations(self) -> list[str]:
+        """Names of the overlays that validate two or more criteria together, sorted."""
+        return sorted(o.name for o in self.overlays if len(o.criteria) >= 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def default_root() -> Path:
+    return catalog_data.path()
+
+
+@functools.lru_cache(maxsize=4)
+def load(root: Path | None = None) -> Catalog:
+    """Load and check the catalog under `root` (the shipped one by default); cached per root."""
+    root = Path(root) if root is not None else default_root()
+    try:
+        overlays = [_parse_overlay(doc, source) for source, doc in _documents(root / "overlays", recursive=True)]
+        components: dict[str, ComponentRef] = {}
+        for source, doc in _documents(root / "components", recursive=False):
+            ref = _parse_component(doc, source, root / "components")
+            if ref.name in components:
+                raise CatalogError(f"{source}: component {ref.name!r} is defined twice")
+            components[ref.name] = ref
+    except CatalogError:
+        raise
+    except BadInputError as exc:  # a model check failed on catalog data: the catalog is at fault
+        raise CatalogError(str(exc)) from exc
+    return _assemble(overlays, components, root)
+
+
+def _documents(folder: Path, *, recursive: bool) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every `*.yaml` in `folder` (and below when `recursive`) with its parsed mapping, in path order.
+
+    Component folders hold manifest files for the component of the same name, so the registry
+    reads only its top level.
+    """
+    import yaml  # deferred: only the loading path needs the parser
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    for path in sorted(_yaml_files(folder, recursive)):
+        source = str(path.relative_to(folder.parent))
+        try:
+            with open(path, encoding="utf-8") as handle:
+                doc = yaml.load(handle, Loader=loader)  # noqa: S506 - CSafeLoader/SafeLoader only
+        except yaml.YAMLError as exc:
+            raise CatalogError(f"{source}: malformed YAML: {exc}") from exc
+        if not isinstance(doc, Mapping):
+            raise CatalogError(f"{source}: expected a mapping at the top level")
+        found.append((source, doc))
+    return found
+
+
+def _yaml_files(folder: Path, recursive: bool) -> list[Path]:
+    files: list[Path] = []
+    if not folder.is_dir():
+        return files
+    for entry in os.scandir(folder):
+        if entry.is_dir():
+            if recursive:
+                files.extend(_yaml_files(Path(entry.path), recursive))
+        elif entry.name.endswith(".yaml") and entry.is_file():
+            files.append(Path(entry.path))
+    return files
+
+
+def _header(
+    doc: Mapping[str, Any], source: str, kind: str, spec_fields: tuple[str, ...]
+) -> tuple[str, Mapping[str, Any]]:
+    if doc.get("apiVersion") != API_VERSION or doc.get("kind") != kind:
+        raise CatalogError(f"{source}: expected apiVersion {API_VERSION} and kind {kind}")
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise CatalogError(f"{source}: metadata.name is required")
+    stem = Path(source).name.removesuffix(".yaml")
+    if stem != name:
+        raise CatalogError(f"{source}: metadata.name {name!r} must equal the file name {stem!r}")
+    spec = doc.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise CatalogError(f"{source}: spec must be a mapping")
+    for key in spec:
+        if key not in spec_fields:
+            raise CatalogError(allowed_values_message(source, "spec field", key, spec_fields))
+    return name, spec
+
+
+def _parse_overlay(doc: Mapping[str, Any], source: str) -> Overlay:
+    name, spec = _header(doc, source, OVERLAY_KIND, _OVERLAY_SPEC_FIELDS)
+    raw_criteria = spec.get("criteria") or {}
+    if not isinstance(raw_criteria, Mapping):
+        raise CatalogError(f"{source}: spec.criteria must be a mapping")
+    normalized = criteria_model.normalize_mapping(raw_criteria, source=f"{source}: spec.criteria")
+    if criteria_model.NODES in normalized:
+        raise CatalogError(f"{source}: spec.criteria: overlays cannot match on nodes")
+    # `any` and absent mean the same on the overlay side: keep only the fields that constrain
+    criteria = {d: normalized[d] for d in criteria_model.DIMENSIONS if normalized.get(d, criteria_model.ANY) != "any"}
+    base = spec.get("base")
+    if name == BASE:
+        if base is not None or criteria:
+            raise CatalogError(f"{source}: the base overlay has no base and no criteria")
+    else:
+        if not isinstance(base, str) or not base:
+            raise CatalogError(f"{source}: spec.base is required (use 'base' for a top-level overlay)")
+        if not criteria:
+            raise CatalogError(f"{source}: spec.criteria must name at least one dimension")
+        expected = criteria_model.Criteria(**criteria).name()
+        if name != expected:
+            raise CatalogError(f"{source}: an overlay for these criteria must be named {expected!r}")
+    constraints = constraint_model.parse_constraints(spec.get("constraints"), source=f"{source}: spec.constraints")
+    raw_refs = spec.get("componentRefs") or []
+    if not isinstance(raw_refs, list):
+        raise CatalogError(f"{source}: spec.componentRefs must be a list")
+    patches = tuple(_parse_patch(r, f"{source}: spec.componentRefs[{i}]") for i, r in enumerate(raw_refs))
+    names = [p.name for p in patches]
+    if len(set(names)) != len(names):
+        raise CatalogError(f"{source}: spec.componentRefs names a component twice")
+    certification = spec.get("certification")
+    if certification is not None:
+        certification = _parse_certification(certification, f"{source}: spec.certification")
+    return Overlay(
+        name=name,
+        base=base if name != BASE else None,
+        criteria=criteria,
+        constraints=constraints,
+        components=patches,
+        certification=certification,
+        source=source,
+    )
+
+
+def _parse_patch(raw: object, source: str) -> ComponentPatch:
+    if not isinstance(raw, Mapping):
+        raise CatalogError(f"{source}: must be a mapping")
+    for key in raw:
+        if key not in _PATCH_FIELDS:
+            raise CatalogError(allowed_values_message(source, "componentRef field", key, _PATCH_FIELDS))
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise CatalogError(f"{source}: name is required")
+    where = f"{source} ({name})"
+    scalars = {}
+    for key in SCALAR_FIELDS:
+        if key in raw:
+            value = raw[key]
+            if not isinstance(value, str) or not value:
+                raise CatalogError(f"{where}: {key} must be a non-empty string")
+            scalars[key] = value
+    if "type" in scalars and scalars["type"] not in {t.value for t in ComponentType}:
+        raise CatalogError(allowed_values_message(where, "type", scalars["type"], [t.value for t in ComponentType]))
+    values = raw.get("values")
+    if values is not None and not isinstance(values, Mapping):
+        raise CatalogError(f"{where}: values must be a mapping")
+    deps = raw.get("dependencyRefs")
+    if deps is not None and (not isinstance(deps, list) or not all(isinstance(d, str) for d in deps)):
+        raise CatalogError(f"{where}: dependencyRefs must be a list of component names")
+    manifests = raw.get("manifests")
+    if manifests is not None and (
+        not isinstance(manifests, Mapping) or not all(isinstance(v, str) for v in manifests.values())
+    ):
+        raise CatalogError(f"{where}: manifests must map file names to YAML text")
+    enabled = raw.get("enabled")
+    if enabled is not None and not isinstance(enabled, bool):
+        raise CatalogError(f"{where}: enabled must be true or false")
+    if_included = raw.get("ifIncluded", False)
+    if not isinstance(if_included, bool):
+        raise CatalogError(f"{where}: ifIncluded must be true or false")
+    asserts = None
+    if "healthCheckAsserts" in raw:
+        asserts = health_asserts.parse_asserts(raw["healthCheckAsserts"], source=f"{where}: healthCheckAsserts")
+    return ComponentPatch(
+        name=name,
+        scalars=scalars,
+        values=dict(values) if values is not None else None,
+        dependency_refs=tuple(deps) if deps is not None else None,
+        health_check_asserts=asserts,
+        manifests=dict(manifests) if manifests is not None else None,
+        enabled=enabled,
+        if_included=if_included,
+    )
+
+
+def _parse_certification(raw: object, source: str) -> dict[str, Any]:
+    """`{categories: [names], thresholds: {category: {metric: CEL}}}`, kept as data for certify."""
+    if not isinstance(raw, Mapping):
+        raise CatalogError(f"{source}: must be a mapping")
+    for key in raw:
+        if key not in ("categories", "thresholds"):
+            raise CatalogError(allowed_values_message(source, "field", key, ["categories", "thresholds"]))
+    categories = raw.get("categories") or []
+    if not isinstance(categories, list) or not all(isinstance(c, str) and c for c in categories):
+        raise CatalogError(f"{source}: categories must be a list of category names")
+    thresholds = raw.get("thresholds") or {}
+    if not isinstance(thresholds, Mapping):
+        raise CatalogError(f"{source}: thresholds must map a category to {{metric: expression}}")
+    for category, metrics in thresholds.items():
+        if not isinstance(metrics, Mapping) or not all(
+            isinstance(m, str) and isinstance(e, str) and e.strip() for m, e in metrics.items()
+        ):
+            raise CatalogError(f"{source}: thresholds.{category} must map metric names to CEL expressions")
+    out: dict[str, Any] = {}
+    if categories:
+        out["categories"] = list(categories)
+    if thresholds:
+        out["thresholds"] = {c: dict(m) for c, m in thresholds.items()}
+    return out
+
+
+def _parse_component(doc: Mapping[str, Any], source: str, folder: Path) -> ComponentRef:
+    name, spec = _header(doc, source, COMPONENT_KIND, _COMPONENT_SPEC_FIELDS)
+    manifest_files = spec.get("manifestFiles") or []
+    if not isinstance(manifest_files, list):
+        raise CatalogError(f"{source}: spec.manifestFiles must be a list of file names")
+    manifests: dict[str, str] = {}
+    for file_name in manifest_files:
+        path = folder / name / str(file_name)
+        if not isinstance(file_name, str) or "/" in file_name or file_name.startswith("."):
+            raise CatalogError(f"{source}: spec.manifestFiles: {file_name!r} must be a plain file name")
+        try:
+            manifests[file_name] = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CatalogError(f"{source}: spec.manifestFiles: cannot read {path.name}: {exc.strerror}") from exc
+    raw = {k: v for k, v in spec.items() if k != "manifestFiles"}
+    raw["name"] = name
+    if manifests:
+        raw["manifests"] = manifests
+    return ComponentRef.from_dict(raw, source=source)
+
+
+def _assemble(overlays: list[Overlay], components: dict[str, ComponentRef], root: Path) -> Catalog:
+    by_name: dict[str, Overlay] = {}
+    for overlay in overlays:
+        if overlay.name in by_name:
+            raise CatalogError(
+                f"{overlay.source}: overlay {overlay.name!r} also defined in {by_name[overlay.name].source}"
+            )
+        by_name[overlay.name] = overlay
+    if BASE not in by_name:
+        raise CatalogError(f"{root / 'overlays'}: no base overlay (base.yaml)")
+    for overlay in overlays:
+        _check_chain(overlay, by_name)
+        for patch in overlay.components:
+            if patch.name not in components:
+                raise CatalogError(
+                    f"{overlay.source}: component {patch.name!r} is not in the registry; "
+                    f"known: {', '.join(sorted(components))}"
+                )
+    ordered = tuple(sorted(overlays, key=lambda o: o.order_key))
+    return Catalog(overlays=ordered, components=dict(sorted(components.items())), root=root)
+
+
+def _check_chain(overlay: Overlay, by_name: Mapping[str, Overlay]) -> None:
+    """The base exists, chains end at `base` without cycles, and each base is strictly more generic."""
+    seen = [overlay.name]
+    child = overlay
+    while child.base is not None:
+        parent = by_name.get(child.base)
+        if parent is None:
+            raise CatalogError(f"{child.source}: spec.base {child.base!r} is not an overlay")
+        if parent.name in seen:
+            cycle = " -> ".join([*seen, parent.name])
+            raise CatalogError(f"{overlay.source}: base chain has a cycle: {cycle}")
+        extra = {d: v for d, v in parent.criteria.items() if child.criteria.get(d) != v}
+        if extra or len(parent.criteria) >= len(child.criteria):
+            raise CatalogError(
+                f"{child.source}: base {parent.name!r} must match a strict subset of {child.name!r}'s criteria"
+            )
+        seen.append(parent.name)
+        child = parent

@@ -1,0 +1,190 @@
+"""Criteria from what a cluster reports about its nodes (`dsx recipe --snapshot FILE`).
+
+Node labels and node info already say which cloud, GPU and OS a cluster runs; reading them
+beats asking people to type it. Accepted inputs: a dsx snapshot (`nodes:` at the top level or
+under `spec`/`cluster`) or a plain `kubectl get nodes -o yaml` list. Per node we read
+`spec.providerID` (or `providerID`), the `nvidia.com/gpu.product` label and
+`status.nodeInfo.osImage` (or `nodeInfo.osImage` / `osImage`).
+
+Unknown or mixed hardware is not guessed: that dimension is left out with a warning, and the
+rest of the criteria still apply. Intent and platform cannot be read from nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsx.errors import BadInputError
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+OPENSHIFT_LABEL = "node.openshift.io/os_id"
+
+# providerID scheme → service
+PROVIDER_SERVICES = {"aws": "eks", "gce": "gke", "azure": "aks", "oci": "oke", "kind": "kind", "openshift": "openshift"}
+# gpu.product patterns → accelerator, checked in order (GB200 before B200, L40S is not L40)
+ACCELERATOR_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"GB200"), "gb200"),
+    (re.compile(r"(?<![G])B200"), "b200"),
+    (re.compile(r"H200"), "h200"),
+    (re.compile(r"H100"), "h100"),
+    (re.compile(r"A100"), "a100"),
+    (re.compile(r"L40S"), "l40s"),
+    (re.compile(r"RTX[- ]?PRO[- ]?6000"), "rtx-pro-6000"),
+)
+# osImage patterns → os
+OS_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"ubuntu", re.IGNORECASE), "ubuntu"),
+    (re.compile(r"red hat|rhel|coreos", re.IGNORECASE), "rhel"),
+    (re.compile(r"container-optimized os|\bcos\b", re.IGNORECASE), "cos"),
+    (re.compile(r"amazon linux", re.IGNORECASE), "amazonlinux"),
+)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Criteria read from a snapshot, and what could not be read."""
+
+    criteria: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+def derive(snapshot: Mapping[str, Any], *, source: str) -> Derived:
+    """Service, accelerator, os and node count from the nodes in `snapshot`."""
+    nodes = _nodes(snapshot, source)
+    warnings: list[str] = []
+    criteria: dict[str, Any] = {}
+    gpu_nodes = [n for n in nodes if _labels(n).get(GPU_PRODUCT_LABEL)]
+    sample = gpu_nodes or nodes
+
+    services = _classify(sample, _provider, service_for_provider, "providerID", source)
+    _choose("service", services, criteria, warnings, source, unknown="unknown provider")
+
+    accelerators = _classify(
+        gpu_nodes, lambda n: str(_labels(n)[GPU_PRODUCT_LABEL]), accelerator_for_product, "GPU product", source
+    )
+    _choose("accelerator", accelerators, criteria, warnings, source, unknown="unknown hardware")
+    systems = _classify(sample, _os_image, os_for_image, "OS image", source)
+    _choose("os", systems, criteria, warnings, source, unknown="unknown OS image")
+
+    if gpu_nodes:
+        criteria["nodes"] = len(gpu_nodes)
+    else:
+        warnings.append(f"{source}: no node carries {GPU_PRODUCT_LABEL}; accelerator and nodes left out")
+    return Derived(criteria=criteria, warnings=tuple(warnings))
+
+
+def accelerator_for_product(product: str) -> str | None:
+    """`NVIDIA-H100-80GB-HBM3` → h100; None for hardware dsx has no criteria value for."""
+    normalized = product.upper().replace("_", "-")
+    for pattern, accelerator in ACCELERATOR_PATTERNS:
+        if pattern.search(normalized):
+            return accelerator
+    return None
+
+
+def os_for_image(image: str) -> str | None:
+    """`Ubuntu 24.04.1 LTS` → ubuntu; None for an OS dsx has no criteria value for."""
+    for pattern, system in OS_PATTERNS:
+        if pattern.search(image):
+            return system
+    return None
+
+
+@dataclass
+class _Tally:
+    """How many nodes report each criteria value; `unknown` holds the readings nothing maps to."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    unknown: list[str] = field(default_factory=list)
+
+
+def _classify(
+    nodes: list[Mapping[str, Any]],
+    reading: Callable[[Mapping[str, Any]], str],
+    classify: Callable[[str], str | None],
+    what: str,
+    source: str,
+) -> _Tally:
+    tally = _Tally()
+    for node in nodes:
+        text = reading(node)
+        if not text:
+            continue
+        value = classify(text)
+        if value is None:
+            tally.unknown.append(f"{source}: {what} {text!r} on node {_name(node)} is not a known criteria value")
+        else:
+            tally.counts[value] += 1
+    return tally
+
+
+def _choose(
+    dimension: str, found: _Tally, criteria: dict[str, Any], warnings: list[str], source: str, *, unknown: str
+) -> None:
+    """Set `dimension` when every node agrees on one known value; otherwise warn and leave it out."""
+    if found.unknown:
+        warnings.extend(found.unknown)
+        warnings.append(f"{source}: {dimension} left out of the criteria ({unknown})")
+        return
+    counts = found.counts
+    if len(counts) == 1:
+        criteria[dimension] = next(iter(counts))
+    elif len(counts) > 1:
+        seen = ", ".join(f"{k} ({v} nodes)" for k, v in sorted(counts.items()))
+        warnings.append(f"{source}: nodes disagree on {dimension}: {seen}; left out of the criteria")
+
+
+def _nodes(snapshot: Mapping[str, Any], source: str) -> list[Mapping[str, Any]]:
+    candidates: list[Any] = [snapshot.get("nodes"), snapshot.get("items")]
+    for holder in ("spec", "cluster", "status"):
+        inner = snapshot.get(holder)
+        if isinstance(inner, Mapping):
+            candidates.append(inner.get("nodes"))
+    for candidate in candidates:
+        if isinstance(candidate, list) and candidate:
+            if not all(isinstance(n, Mapping) for n in candidate):
+                raise BadInputError(f"{source}: nodes must be a list of mappings")
+            return list(candidate)
+    raise BadInputError(f"{source}: no nodes found (expected a 'nodes' list, or a kubectl List with 'items')")
+
+
+def _labels(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = node.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if labels is None:
+        labels = node.get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def _name(node: Mapping[str, Any]) -> str:
+    meta = node.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return str(name or node.get("name") or "?")
+
+
+def _provider(node: Mapping[str, Any]) -> str:
+    """The node's providerID, or `openshift://` for OpenShift nodes (whatever cloud they run on)."""
+    if _labels(node).get(OPENSHIFT_LABEL):
+        return "openshift://"
+    spec = node.get("spec")
+    provider_id = (spec.get("providerID") if isinstance(spec, Mapping) else None) or node.get("providerID")
+    return str(provider_id or "")
+
+
+def service_for_provider(provider_id: str) -> str | None:
+    """`aws:///us-east-1a/i-0abc` → eks; None for a provider dsx has no criteria value for."""
+    scheme = provider_id.split("://", 1)[0].lower() if "://" in provider_id else ""
+    return PROVIDER_SERVICES.get(scheme)
+
+
+def _os_image(node: Mapping[str, Any]) -> str:
+    status = node.get("status")
+    info = status.get("nodeInfo") if isinstance(status, Mapping) else None
+    if not isinstance(info, Mapping):
+        info = node.get("nodeInfo")
+    image = info.get("osImage") if isinstance(info, Mapping) else None
+    return str(image or node.get("osImage") or "")
