@@ -1,0 +1,103 @@
+"""Area of concern: deploy.sh and undeploy.sh run the right commands in the right order, and no
+value from a recipe is ever interpreted by the shell (run for real with bash, against
+recording stand-ins for helm and kubectl)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dsx.bundles import render, tree
+from dsx.bundles.options import Deployer
+from dsx.bundles.tree import FileTree
+from dsx.model.recipe import Recipe
+
+RECORDER = """#!/usr/bin/env bash
+# records its name and argv, one NUL-separated line per call
+{{ printf '%s\\0' "$(basename "$0")" "$@"; printf '\\n'; }} >> {log}
+if [ "$(basename "$0")" = kubectl ] && [ "${{1:-}}" = create ]; then echo 'kind: Namespace'; fi
+if [ "${{!#}}" = - ]; then cat > /dev/null; fi
+"""
+
+
+def _run(bundle: FileTree, script: str, tmp_path: Path, *args: str) -> list[list[str]]:
+    out = tmp_path / "bundle"
+    tree.write_tree(bundle, out)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = tmp_path / "calls.log"
+    for tool in ("helm", "kubectl"):
+        path = bin_dir / tool
+        path.write_text(RECORDER.format(log=log))
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp_path)}
+    result = subprocess.run(["bash", str(out / script), *args], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    lines = log.read_bytes().split(b"\n") if log.exists() else []
+    return [[part.decode() for part in line.split(b"\0")[:-1]] for line in lines if line]
+
+
+def test_deploy_installs_in_order_with_pinned_versions(small_recipe: Recipe, tmp_path: Path) -> None:
+    calls = _run(render.render(small_recipe, Deployer.HELM), "deploy.sh", tmp_path)
+    helm_calls = [c for c in calls if c[0] == "helm"]
+    assert [c[3] for c in helm_calls] == ["cert-manager", "gpu-operator", "kai-scheduler"]
+    gpu = helm_calls[1]
+    assert gpu[1:] == [
+        "upgrade", "--install", "gpu-operator", "gpu-operator",
+        "--repo", "https://helm.ngc.nvidia.com/nvidia", "--version", "v25.10.1",
+        "--namespace", "gpu-operator", "--create-namespace",
+        "--values", "gpu-operator/values.yaml", "--wait", "--timeout", "10m",
+    ]  # fmt: skip
+    assert helm_calls[2][4] == "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"
+    applies = [c for c in calls if c[:2] == ["kubectl", "apply"]]
+    assert applies[1][4:6] == ["--filename", "skyhook-customizations/manifests/"]
+    assert applies[-1][-1] == "https://github.com/kubernetes-sigs/jobset.git//config/default?ref=v0.8.0"
+    order = [c[3] if c[0] == "helm" else c[-1] for c in calls if c[0] == "helm" or (c[1] == "apply" and c[-1] != "-")]
+    assert order.index("gpu-operator") < order.index("skyhook-customizations/manifests/")
+
+
+def test_no_wait_drops_the_wait_flags(small_recipe: Recipe, tmp_path: Path) -> None:
+    calls = _run(render.render(small_recipe, Deployer.HELM), "deploy.sh", tmp_path, "--no-wait")
+    assert all("--wait" not in c for c in calls)
+
+
+def test_undeploy_removes_in_reverse_order(small_recipe: Recipe, tmp_path: Path) -> None:
+    calls = _run(render.render(small_recipe, Deployer.HELM), "undeploy.sh", tmp_path)
+    uninstalled = [c[2] for c in calls if c[:2] == ["helm", "uninstall"]]
+    assert uninstalled == ["kai-scheduler", "gpu-operator", "cert-manager"]
+    assert calls[0][:2] == ["kubectl", "delete"] and "--kustomize" in calls[0]
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["$(touch PWNED)", "`touch PWNED`", "v1; touch PWNED", "v1' ; touch PWNED; '", 'v1" && touch PWNED "', "*"],
+)
+def test_recipe_values_never_reach_the_shell(
+    small_recipe: Recipe, hostile: str, tmp_path: Path, render_bundle: Callable[..., FileTree]
+) -> None:
+    raw = small_recipe.to_dict()
+    gpu = next(r for r in raw["componentRefs"] if r["name"] == "gpu-operator")
+    gpu["version"] = hostile
+    gpu["source"] = f"https://helm.example.com/{hostile}"
+    gpu["chart"] = hostile
+    raw["metadata"]["name"] = f"name\n{hostile}"
+    recipe = Recipe.from_dict(raw, source="hostile.yaml")
+    calls = _run(render.render(recipe, Deployer.HELM), "deploy.sh", tmp_path)
+    assert not (tmp_path / "PWNED").exists()
+    gpu_call = next(c for c in calls if c[0] == "helm" and c[3] == "gpu-operator")
+    assert gpu_call[4] == hostile
+    assert gpu_call[gpu_call.index("--version") + 1] == hostile
+    assert gpu_call[gpu_call.index("--repo") + 1] == f"https://helm.example.com/{hostile}"
+    _run(render.render(recipe, Deployer.HELM), "undeploy.sh", tmp_path)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_scripts_pass_bash_syntax_check(render_bundle: Callable[..., FileTree], tmp_path: Path) -> None:
+    tree.write_tree(render_bundle(Deployer.HELM), tmp_path / "b")
+    for script in ("deploy.sh", "undeploy.sh"):
+        subprocess.run(["bash", "-n", str(tmp_path / "b" / script)], check=True)
