@@ -1,24 +1,30 @@
-"""`dsx bundle`: render a recipe into deployment artifacts, optionally signed while building."""
+"""`dsx bundle`: render a recipe into deployment artifacts, optionally signed while building.
+
+Criteria flags are the ones `dsx recipe` takes (`recipe_cmd.criteria_options`), so a bundle can
+be made straight from criteria without an intermediate file.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from dsx.cli import recipe_cmd
 from dsx.errors import BadInputError, CheckFailedError
 
 if TYPE_CHECKING:
     from dsx.model.recipe import Recipe
 
 DEPLOYERS = ("helm", "argocd", "argocd-helm", "flux", "helmfile")
-CRITERIA_FLAGS = ("service", "accelerator", "os", "intent", "platform")
+CRITERIA_PARAMS = ("service", "accelerator", "os_name", "intent", "platform", "nodes", "config_path", "snapshot_path")
 
 
-def source_date(environ: dict[str, str] | os._Environ[str]) -> datetime | None:
+def source_date(environ: Mapping[str, str]) -> datetime | None:
     """SOURCE_DATE_EPOCH as a UTC time, or None when unset (then no timestamp is written)."""
     raw = environ.get("SOURCE_DATE_EPOCH")
     if raw is None or raw == "":
@@ -30,28 +36,18 @@ def source_date(environ: dict[str, str] | os._Environ[str]) -> datetime | None:
 
 
 def load_recipe(recipe_path: str | None, criteria: dict[str, Any]) -> Recipe:
+    """`--recipe FILE|-`, or the same criteria flags as `dsx recipe` resolved by the engine."""
     from dsx.model import recipe as recipe_model
 
-    given = {k: v for k, v in criteria.items() if v is not None}
+    given = [k for k, v in criteria.items() if v is not None]
     if recipe_path and given:
-        raise BadInputError(f"--recipe and criteria flags ({', '.join('--' + k for k in given)}) are exclusive")
+        raise BadInputError("--recipe and criteria flags (--service, --accelerator, ...) are exclusive")
     if recipe_path:
         return recipe_model.load(recipe_path)
     if not given:
         raise BadInputError("give --recipe FILE (or -) or criteria flags such as --service eks --accelerator h100")
-    return resolve_criteria(given)
-
-
-def resolve_criteria(given: dict[str, Any]) -> Recipe:
-    """Criteria flags → recipe through the recipe engine (dsx.recipes)."""
-    from dsx.model import criteria as criteria_model
-
-    try:
-        from dsx.recipes import resolve as resolver
-    except ImportError as exc:  # the recipe engine is an optional part of a partial install
-        raise BadInputError("criteria flags need the recipe engine (dsx.recipes); pass --recipe FILE") from exc
-    query = criteria_model.parse_criteria(given, source="criteria flags")
-    return resolver.resolve(query)
+    resolved: Recipe = recipe_cmd._resolve(criteria, strict=False)
+    return resolved
 
 
 def lint_gate(recipe: Recipe) -> None:
@@ -68,12 +64,7 @@ def lint_gate(recipe: Recipe) -> None:
 
 @click.command()
 @click.option("--recipe", "recipe_path", metavar="FILE", help="Resolved recipe file, or - for stdin.")
-@click.option("--service", default=None, help="Criteria instead of --recipe: service (eks, gke, aks, ...).")
-@click.option("--accelerator", "--gpu", "accelerator", default=None, help="Criteria: accelerator (h100, gb200, ...).")
-@click.option("--os", "os_", default=None, help="Criteria: node OS (ubuntu, rhel, cos, ...).")
-@click.option("--intent", default=None, help="Criteria: training or inference.")
-@click.option("--platform", default=None, help="Criteria: kubeflow, dynamo, ray, slurm.")
-@click.option("--nodes", type=int, default=None, help="Criteria: number of GPU nodes.")
+@recipe_cmd.criteria_options
 @click.option("--deployer", type=click.Choice(DEPLOYERS), default="helm", show_default=True, help="Target tool.")
 @click.option("--output", "output", required=True, type=click.Path(file_okay=False), help="Bundle directory.")
 @click.option("--repo", "repo_url", default="", help="Git URL the bundle is committed to (argocd, flux).")
@@ -84,12 +75,6 @@ def lint_gate(recipe: Recipe) -> None:
 @click.option("--no-lint", is_flag=True, help="Skip checking values against the charts.")
 def bundle(
     recipe_path: str | None,
-    service: str | None,
-    accelerator: str | None,
-    os_: str | None,
-    intent: str | None,
-    platform: str | None,
-    nodes: int | None,
     deployer: str,
     output: str,
     repo_url: str,
@@ -98,6 +83,7 @@ def bundle(
     sign: bool,
     key_path: str | None,
     no_lint: bool,
+    **criteria: Any,
 ) -> None:
     """Render deployment artifacts (Helm, Argo CD, Flux, Helmfile) from a recipe."""
     from dsx.bundles import render, tree
@@ -106,15 +92,7 @@ def bundle(
 
     if sign != bool(key_path):
         raise BadInputError("--sign and --key go together: --sign --key KEYFILE")
-    criteria = {
-        "service": service,
-        "accelerator": accelerator,
-        "os": os_,
-        "intent": intent,
-        "platform": platform,
-        "nodes": nodes,
-    }
-    recipe = load_recipe(recipe_path, criteria)
+    recipe = load_recipe(recipe_path, {k: criteria.get(k) for k in CRITERIA_PARAMS})
     if recipe.metadata.digest and not recipe.verify_digest():
         click.echo(
             f"dsx: warning: {recipe.source}: metadata.digest does not match the content (edited by hand?); "
