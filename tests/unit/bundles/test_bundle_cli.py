@@ -132,5 +132,5 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert dsx("bundle", *CRITERIA, "--deployer", "kubectl", "--output", str(tmp_path / "o")) == 2
     err = capsys.readouterr().err
     assert "not-a-recipe.yaml: not a dsx recipe" in err
-    assert "nothing-here: not found" in err
+    assert "k.pub: key file not found" in err
     assert "'kubectl' is not one of" in err
