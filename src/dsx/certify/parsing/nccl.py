@@ -1,0 +1,682 @@
+"""nccl-tests output: read every layout people post, and write the one our local executor prints.
+
+Why both directions in one module: the local executor measures collectives with torch and must
+print them so that this parser (and anyone's nccl-tests tooling) reads them back unchanged; the
+column widths, number formats and bus-bandwidth factors live here once.
+
+Reading is driven by the header line, not by a fixed regex: the header names the columns
+(`size count type redop root time algbw busbw #wrong ...` today, `size count type time algbw
+busbw error ...` in 2020 builds), and the first `time/algbw/busbw` group is out-of-place, the
+second in-place. Lines are taken per launcher stream (see `lines.py`), so tables printed by
+several ranks into one log stay apart, and NCCL INFO noise between rows is skipped.
+
+Verdict of a table: FAILED when it has no rows, a row has #wrong > 0, the footer says `Out of
+bounds values : N FAILED` or `Avg bus bandwidth : X FAILED` (NCCL_TESTS_MIN_BW), or a `Test ...
+failure` line appears while it is open. `NCCL WARN` lines are kept as evidence but do not fail a
+table that completed cleanly. A log with no table at all is FAILED. A missing `Avg bus bandwidth`
+line is reported as None (excerpts and killed runs), never as 0.
+
+`max_busbw_gbps` is the maximum out-of-place bus bandwidth over message sizes, the figure
+NVCRE's thresholds use; the in-place maximum is reported beside it.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsx.certify.parsing import lines
+
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "alltoall",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+    "gather",
+    "scatter",
+    "hypercube",
+)
+"""nccl-tests collectives by the stem of their binary (`all_reduce_perf` → `all_reduce`).
+
+Names, not an enum: a log may name any of them, and `dsx.model.certification.Collective` (the
+ones dsx runs) is a `StrEnum` whose members are these same strings.
+"""
+
+_FACTOR_ONE = frozenset({"broadcast", "reduce", "sendrecv"})
+_FACTOR_ALL_REDUCE = frozenset({"all_reduce"})
+
+
+def busbw_factor(collective: str, ranks: int) -> float:
+    """nccl-tests' busbw/algbw ratio (doc/PERFORMANCE.md): all-reduce 2(n-1)/n; reduce-scatter,
+    all-gather, alltoall, gather, scatter, hypercube (n-1)/n; broadcast, reduce, sendrecv 1."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    if ranks < 1:
+        raise ValueError(f"ranks must be at least 1, got {ranks}")
+    if collective in _FACTOR_ONE:
+        return 1.0
+    if collective in _FACTOR_ALL_REDUCE:
+        return 2.0 * (ranks - 1) / ranks
+    return (ranks - 1) / ranks
+
+
+def bandwidths_gbps(collective: str, size_bytes: int, time_us: float, ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s (1e9 bytes) for `size_bytes` moved in `time_us` microseconds."""
+    if time_us <= 0:
+        return 0.0, 0.0
+    algbw = size_bytes / time_us / 1e3
+    return algbw, algbw * busbw_factor(collective, ranks)
+
+
+class Status(enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+
+
+class FailureKind(enum.Enum):
+    """Why a line is evidence; `decisive` kinds fail the table they occur in."""
+
+    NCCL_WARN = "nccl_warn"
+    TEST_FAILURE = "test_failure"
+    """`Test NCCL failure`, `Test CUDA failure`, `Test failure` lines from nccl-tests' checks."""
+    OUT_OF_BOUNDS = "out_of_bounds"
+    WRONG_RESULTS = "wrong_results"
+    BANDWIDTH_BELOW_MINIMUM = "bandwidth_below_minimum"
+    NO_RESULTS = "no_results"
+
+    @property
+    def decisive(self) -> bool:
+        return self is not FailureKind.NCCL_WARN
+
+
+class Layout(enum.Enum):
+    CURRENT = "current"
+    """`#wrong` columns (nccl-tests 2.x since 2020)."""
+    LEGACY = "legacy"
+    """`error` columns holding the maximum error, no `#wrong` (early nccl-tests)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One placement (out-of-place or in-place) of one row."""
+
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    wrong: int | None = None
+    """Wrong elements; None when printed `N/A` (no check for this placement) or the layout has no column."""
+    error: float | None = None
+    """Maximum error, only in the legacy layout."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "time_us": self.time_us,
+            "algbw_gbps": self.algbw_gbps,
+            "busbw_gbps": self.busbw_gbps,
+            "wrong": self.wrong,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRow:
+    """One message size of a table."""
+
+    size_bytes: int
+    count: int
+    type: str
+    redop: str | None
+    root: int | None
+    out_of_place: Measurement
+    in_place: Measurement | None
+    line_number: int = 0
+
+    @property
+    def wrong(self) -> int:
+        """Wrong elements over both placements (N/A counts as none)."""
+        placements = (self.out_of_place, self.in_place)
+        return sum(p.wrong or 0 for p in placements if p is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line_number,
+            "size_bytes": self.size_bytes,
+            "count": self.count,
+            "type": self.type,
+            "redop": self.redop,
+            "root": self.root,
+            "out_of_place": self.out_of_place.to_dict(),
+            "in_place": self.in_place.to_dict() if self.in_place else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FailureLine:
+    line_number: int
+    kind: FailureKind
+    text: str
+    host: str | None = None
+    """The host named by the line's NCCL prefix (`h100-4:739787:739914 [1] ...`), when it has one."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line_number, "kind": self.kind.value, "host": self.host, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class RankDevice:
+    """A `#  Rank N Group G Pid P on HOST device D [BUS] NAME` line."""
+
+    rank: int
+    host: str
+    pid: int
+    device: int
+    bus_id: str
+    name: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "pid": self.pid,
+            "device": self.device,
+            "bus_id": self.bus_id,
+            "name": self.name,
+        }
+
+
+@dataclass(frozen=True)
+class NcclTable:
+    """One result table with its footer and the evidence seen while it was open."""
+
+    collective: str | None
+    """The binary's stem (`all_reduce`, `alltoall`, ...); None when neither printed nor inferable."""
+    collective_inferred: bool
+    """True when no binary name was printed and the collective was read off redop, root and busbw/algbw."""
+    stream: str
+    header_line: int | None
+    """None when rows appeared without a header (a log cut at the top); the current layout is assumed."""
+    layout: Layout
+    rows: tuple[ResultRow, ...]
+    out_of_bounds: int | None
+    avg_busbw_gbps: float | None
+    failure_lines: tuple[FailureLine, ...] = ()
+    devices: tuple[RankDevice, ...] = ()
+
+    @property
+    def status(self) -> Status:
+        return Status.FAILED if any(f.kind.decisive for f in self.failure_lines) else Status.PASSED
+
+    @property
+    def peak_row(self) -> ResultRow | None:
+        """The row with the highest out-of-place busbw (the largest size wins a tie)."""
+        rows = [r for r in self.rows if r.out_of_place.busbw_gbps is not None]
+        return max(rows, key=lambda r: (r.out_of_place.busbw_gbps, r.size_bytes), default=None)
+
+    @property
+    def max_busbw_gbps(self) -> float | None:
+        peak = self.peak_row
+        return peak.out_of_place.busbw_gbps if peak else None
+
+    @property
+    def max_in_place_busbw_gbps(self) -> float | None:
+        values = [r.in_place.busbw_gbps for r in self.rows if r.in_place and r.in_place.busbw_gbps is not None]
+        return max(values, default=None)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(sorted({d.host for d in self.devices}))
+
+    def to_dict(self) -> dict[str, Any]:
+        peak = self.peak_row
+        return {
+            "collective": self.collective,
+            "collective_inferred": self.collective_inferred,
+            "stream": self.stream,
+            "header_line": self.header_line,
+            "layout": self.layout.value,
+            "status": self.status.value,
+            "row_count": len(self.rows),
+            "max_busbw_gbps": self.max_busbw_gbps,
+            "max_busbw_size_bytes": peak.size_bytes if peak else None,
+            "max_in_place_busbw_gbps": self.max_in_place_busbw_gbps,
+            "avg_busbw_gbps": self.avg_busbw_gbps,
+            "out_of_bounds": self.out_of_bounds,
+            "hosts": list(self.hosts),
+            "failure_lines": [f.to_dict() for f in self.failure_lines],
+            "devices": [d.to_dict() for d in self.devices],
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+@dataclass(frozen=True)
+class NcclLog:
+    """Everything read from one log: its tables (in order of their first line) and all evidence."""
+
+    tables: tuple[NcclTable, ...]
+    failure_lines: tuple[FailureLine, ...]
+
+    @property
+    def status(self) -> Status:
+        if not self.tables:
+            return Status.FAILED
+        failed = any(t.status is Status.FAILED for t in self.tables)
+        stray = any(f.kind.decisive for f in self.failure_lines)
+        return Status.FAILED if failed or stray else Status.PASSED
+
+    @property
+    def failure_reasons(self) -> tuple[FailureLine, ...]:
+        """The decisive lines, plus a synthetic NO_RESULTS line when no table was printed."""
+        decisive = tuple(f for f in self.failure_lines if f.kind.decisive)
+        if not self.tables:
+            return (FailureLine(0, FailureKind.NO_RESULTS, "no nccl-tests result table in the log"), *decisive)
+        return decisive
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "table_count": len(self.tables),
+            "failure_lines": [f.to_dict() for f in self.failure_lines],
+            "tables": [t.to_dict() for t in self.tables],
+        }
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+_COLLECTIVE_NAMES = "|".join(sorted(COLLECTIVES, key=len, reverse=True))
+_BINARY = re.compile(rf"(?<![A-Za-z])({_COLLECTIVE_NAMES})_perf(?:_mpi)?\b")
+_DEVICE = re.compile(
+    r"#\s+Rank\s+(?P<rank>\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
+    r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*?)\s*$"
+)
+_OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*(" + lines.NUMBER + r"|nan|-?inf)\s*(OK|FAILED)?", re.IGNORECASE)
+_TEST_FAILURE = re.compile(r"\bTest (?:NCCL |CUDA |NVSHMEM )?failure\b")
+_NCCL_PREFIX_HOST = re.compile(r"^\s*(?:\.\.\s+)?([A-Za-z0-9][\w.-]*)(?::\d+:\d+ \[\d+\]|: Test | pid \d+:)")
+
+_PLACEMENT_COLUMNS = ("time", "algbw", "busbw", "wrong", "error")
+
+
+def parse(text: str) -> NcclLog:
+    """Read every table and every piece of failure evidence in an nccl-tests log."""
+    reader = _Reader()
+    for line in lines.log_lines(text):
+        reader.feed(line)
+    return reader.finish()
+
+
+@dataclass
+class _TableBuilder:
+    stream: str
+    header_line: int | None
+    columns: tuple[str, ...]
+    collective: str | None
+    devices: tuple[RankDevice, ...]
+    first_line: int
+    rows: list[ResultRow] = field(default_factory=list)
+    failures: list[FailureLine] = field(default_factory=list)
+    out_of_bounds: int | None = None
+    avg_busbw_gbps: float | None = None
+    closed: bool = False
+
+    def build(self) -> NcclTable:
+        rows = tuple(self.rows)
+        failures = list(self.failures)
+        if not rows:
+            failures.append(FailureLine(self.first_line, FailureKind.NO_RESULTS, "table header without result rows"))
+        for row in rows:
+            if row.wrong > 0:
+                text = f"{row.size_bytes} bytes: {row.wrong} wrong elements"
+                failures.append(FailureLine(row.line_number, FailureKind.WRONG_RESULTS, text))
+        collective, inferred = self.collective, False
+        if collective is None:
+            collective = _infer_collective(rows)
+            inferred = collective is not None
+        failures.sort(key=lambda f: f.line_number)
+        return NcclTable(
+            collective=collective,
+            collective_inferred=inferred,
+            stream=self.stream,
+            header_line=self.header_line,
+            layout=Layout.LEGACY if "error" in self.columns else Layout.CURRENT,
+            rows=rows,
+            out_of_bounds=self.out_of_bounds,
+            avg_busbw_gbps=self.avg_busbw_gbps,
+            failure_lines=tuple(failures),
+            devices=self.devices,
+        )
+
+
+_CURRENT_COLUMNS = (
+    "size",
+    "count",
+    "type",
+    "redop",
+    "root",
+    "time",
+    "algbw",
+    "busbw",
+    "wrong",
+    "time",
+    "algbw",
+    "busbw",
+    "wrong",
+)
+
+
+class _Reader:
+    """The state machine: per stream a collective hint, the device lines seen, the open table."""
+
+    def __init__(self) -> None:
+        self.tables: list[_TableBuilder] = []
+        self.open: dict[str, _TableBuilder] = {}
+        self.hints: dict[str, str] = {}
+        self.last_hint: str | None = None
+        self.devices: dict[str, list[RankDevice]] = {}
+        self.failures: list[FailureLine] = []
+
+    def feed(self, line: lines.LogLine) -> None:
+        text = line.text
+        stripped = text.lstrip()
+        if stripped[:1].isdigit() and self._row(line, stripped):
+            return
+        body = stripped.lstrip("#").strip()
+        if body.startswith("size") and "busbw" in body:
+            self._header(line, body)
+            return
+        if "Out of bounds values" in text or "Avg bus bandwidth" in text:
+            self._footer(line, text)
+            return
+        if "Rank" in text and "Pid" in text:
+            device = _DEVICE.match(stripped)
+            if device:
+                self._device(line.stream, device)
+                return
+        if "_perf" in text:
+            binary = _BINARY.search(text)
+            if binary:
+                self.hints[line.stream] = self.last_hint = binary.group(1)
+        if "NCCL WARN" in text:
+            self._failure(line, FailureKind.NCCL_WARN)
+        elif "failure" in text and _TEST_FAILURE.search(text):
+            self._failure(line, FailureKind.TEST_FAILURE)
+
+    def _row(self, line: lines.LogLine, stripped: str) -> bool:
+        tokens = stripped.split()
+        if len(tokens) < 6 or not tokens[1].isdigit():
+            return False
+        table = self.open.get(line.stream)
+        columns = table.columns if table else _CURRENT_COLUMNS
+        row = _parse_row(tokens, columns, line.number)
+        if row is None:
+            return False
+        if table is None:
+            if len(tokens) != len(_CURRENT_COLUMNS):
+                return False
+            table = self._start(line, None, _CURRENT_COLUMNS)
+        table.rows.append(row)
+        return True
+
+    def _header(self, line: lines.LogLine, body: str) -> None:
+        columns = tuple("wrong" if t in ("#wrong", "wrong") else t for t in body.split())
+        self._start(line, line.number, columns)
+
+    def _start(self, line: lines.LogLine, header_line: int | None, columns: tuple[str, ...]) -> _TableBuilder:
+        previous = self.open.pop(line.stream, None)
+        if previous:
+            previous.closed = True
+        hint = self.hints.get(line.stream, self.last_hint)
+        devices = tuple(self.devices.pop(line.stream, ()))
+        table = _TableBuilder(line.stream, header_line, columns, hint, devices, line.number)
+        self.tables.append(table)
+        self.open[line.stream] = table
+        return table
+
+    def _footer(self, line: lines.LogLine, text: str) -> None:
+        table = self._table_for(line.stream, include_closed=True)
+        oob = _OUT_OF_BOUNDS.search(text)
+        if oob:
+            failed = oob.group(2) == "FAILED" or (oob.group(2) is None and int(oob.group(1)) > 0)
+            if table:
+                table.out_of_bounds = int(oob.group(1))
+            if failed:
+                self._failure(line, FailureKind.OUT_OF_BOUNDS, table)
+            return
+        avg = _AVG.search(text)
+        if avg:
+            if table:
+                value = float(avg.group(1).replace(",", ""))
+                table.avg_busbw_gbps = value if math.isfinite(value) else None
+                table.closed = True
+                self.open.pop(line.stream, None)
+            if avg.group(2) == "FAILED":
+                self._failure(line, FailureKind.BANDWIDTH_BELOW_MINIMUM, table)
+
+    def _device(self, stream: str, match: re.Match[str]) -> None:
+        device = RankDevice(
+            rank=int(match["rank"]),
+            host=match["host"],
+            pid=int(match["pid"]),
+            device=int(match["device"]),
+            bus_id=match["bus"],
+            name=match["name"],
+        )
+        self.devices.setdefault(stream, []).append(device)
+
+    def _table_for(self, stream: str, *, include_closed: bool = False) -> _TableBuilder | None:
+        table = self.open.get(stream)
+        if table is None and self.open:
+            table = max(self.open.values(), key=lambda t: t.first_line)
+        if table is None and include_closed and self.tables:
+            candidates = [t for t in self.tables if t.stream == stream] or self.tables
+            table = candidates[-1]
+        return table
+
+    def _failure(self, line: lines.LogLine, kind: FailureKind, table: _TableBuilder | None = None) -> None:
+        text = line.text.strip()
+        host = _NCCL_PREFIX_HOST.match(text)
+        failure = FailureLine(line.number, kind, text, host.group(1) if host else None)
+        self.failures.append(failure)
+        owner = table or self._table_for(line.stream)
+        if owner is not None:
+            owner.failures.append(failure)
+
+    def finish(self) -> NcclLog:
+        tables = tuple(t.build() for t in sorted(self.tables, key=lambda t: t.first_line))
+        return NcclLog(tables=tables, failure_lines=tuple(self.failures))
+
+
+def _parse_row(tokens: Sequence[str], columns: Sequence[str], line_number: int) -> ResultRow | None:
+    """Map row tokens onto the header's columns; None when the line is not a result row."""
+    values: dict[str, str] = {}
+    placements: list[dict[str, str]] = []
+    for name, token in zip(columns, tokens, strict=False):
+        if name in _PLACEMENT_COLUMNS:
+            if name == "time":
+                placements.append({})
+            if placements:
+                placements[-1][name] = token
+        else:
+            values[name] = token
+    try:
+        size, count = int(values["size"]), int(values["count"])
+        root = int(values["root"]) if "root" in values else None
+        measured = [_measurement(p) for p in placements]
+    except (KeyError, ValueError):
+        return None
+    if not measured or measured[0].busbw_gbps is None or "type" not in values:
+        return None
+    return ResultRow(
+        size_bytes=size,
+        count=count,
+        type=values["type"],
+        redop=values.get("redop"),
+        root=root,
+        out_of_place=measured[0],
+        in_place=measured[1] if len(measured) > 1 and measured[1].busbw_gbps is not None else None,
+        line_number=line_number,
+    )
+
+
+def _measurement(columns: dict[str, str]) -> Measurement:
+    wrong = columns.get("wrong")
+    error = columns.get("error")
+    return Measurement(
+        time_us=_optional_float(columns.get("time")),
+        algbw_gbps=_optional_float(columns.get("algbw")),
+        busbw_gbps=_optional_float(columns.get("busbw")),
+        wrong=None if wrong is None or wrong == "N/A" else int(_optional_float(wrong) or 0),
+        error=_optional_float(error),
+    )
+
+
+def _optional_float(text: str | None) -> float | None:
+    """A column's value; None for `N/A`. Non-finite text (`inf`, `nan`) is not a result row."""
+    if text is None or text == "N/A":
+        return None
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {text}")
+    return value
+
+
+def _infer_collective(rows: Sequence[ResultRow]) -> str | None:
+    """Name an unnamed table from what its rows show, only where that is unambiguous.
+
+    root >= 0 with redop `none` is a broadcast, with a reduction op a reduce. root -1 with a
+    reduction op is an all-reduce when busbw >= algbw (factor 2(n-1)/n >= 1 for n >= 2) and a
+    reduce-scatter when busbw < algbw. `none` with root -1 (all-gather or alltoall) stays unknown.
+    """
+    if not rows:
+        return None
+    first = rows[0]
+    if first.redop is None:
+        return None
+    if first.root is not None and first.root >= 0:
+        return "broadcast" if first.redop == "none" else "reduce"
+    if first.redop == "none":
+        return None
+    biggest = max(rows, key=lambda r: r.size_bytes)
+    algbw, busbw = biggest.out_of_place.algbw_gbps, biggest.out_of_place.busbw_gbps
+    if not algbw or busbw is None or busbw == 0:
+        return None
+    return "all_reduce" if busbw / algbw >= 0.995 else "reduce_scatter"
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+_LABEL_LINE = "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place" + " " * 10
+_HEADER_LINE = (
+    "#       size         count      type   redop    root"
+    "     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+)
+_UNITS_LINE = (
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+    "            (us)  (GB/s)  (GB/s)       "
+)
+
+
+def measure_row(
+    collective: str,
+    *,
+    size_bytes: int,
+    count: int,
+    type_name: str,
+    redop: str,
+    root: int,
+    ranks: int,
+    out_of_place_us: float,
+    in_place_us: float,
+    out_of_place_wrong: int | None = 0,
+    in_place_wrong: int | None = 0,
+) -> ResultRow:
+    """A result row from measured times, with algbw/busbw computed as nccl-tests does."""
+    out_alg, out_bus = bandwidths_gbps(collective, size_bytes, out_of_place_us, ranks)
+    in_alg, in_bus = bandwidths_gbps(collective, size_bytes, in_place_us, ranks)
+    return ResultRow(
+        size_bytes=size_bytes,
+        count=count,
+        type=type_name,
+        redop=redop,
+        root=root,
+        out_of_place=Measurement(out_of_place_us, out_alg, out_bus, out_of_place_wrong),
+        in_place=Measurement(in_place_us, in_alg, in_bus, in_place_wrong),
+    )
+
+
+def format_table(rows: Iterable[ResultRow], *, avg_busbw_gbps: float | None = None) -> str:
+    """The table as nccl-tests prints it: label, header and units lines, rows and the two-line footer.
+
+    The average is the mean busbw over both placements of every row unless given.
+    """
+    rows = list(rows)
+    out = ["#", _LABEL_LINE, _HEADER_LINE, _UNITS_LINE]
+    out.extend(format_row(r) for r in rows)
+    oob = sum(1 for r in rows for p in (r.out_of_place, r.in_place) if p is not None and (p.wrong or 0) > 0)
+    out.append(f"# Out of bounds values : {oob} {'FAILED' if oob else 'OK'}")
+    if avg_busbw_gbps is None:
+        values = [p.busbw_gbps for r in rows for p in (r.out_of_place, r.in_place) if p and p.busbw_gbps is not None]
+        avg_busbw_gbps = sum(values) / len(values) if values else 0.0
+    out.append(f"# Avg bus bandwidth    : {avg_busbw_gbps:g} ")
+    out.append("#")
+    return "\n".join(out) + "\n"
+
+
+def format_row(row: ResultRow) -> str:
+    """One row in nccl-tests' column widths (`%12li  %12li  %8s  %6s  %6i` then two placements)."""
+    root = -1 if row.root is None else row.root
+    text = f"{row.size_bytes:12d}  {row.count:12d}  {row.type:>8}  {row.redop or 'none':>6}  {root:6d}"
+    for placement in (row.out_of_place, row.in_place):
+        if placement is not None:
+            text += _format_placement(placement)
+    return text
+
+
+def _format_placement(m: Measurement) -> str:
+    wrong = "N/A" if m.wrong is None else str(m.wrong)
+    return f"  {_format_time(m.time_us or 0.0):>7}  {m.algbw_gbps or 0.0:6.2f}  {m.busbw_gbps or 0.0:6.2f}  {wrong:>5}"
+
+
+def _format_time(time_us: float) -> str:
+    if time_us >= 10000:
+        return f"{time_us:.0f}"
+    if time_us >= 100:
+        return f"{time_us:.1f}"
+    return f"{time_us:.2f}"
+
+
+def format_device(device: RankDevice) -> str:
+    return (
+        f"#  Rank {device.rank:2d} Group  0 Pid {device.pid:6d} on {device.host:>10} "
+        f"device {device.device:2d} [{device.bus_id}] {device.name}"
+    )
+
+
+def format_run(
+    collective: str,
+    rows: Sequence[ResultRow],
+    *,
+    devices: Sequence[RankDevice] = (),
+    warmup_iterations: int = 5,
+    iterations: int = 20,
+) -> str:
+    """A whole nccl-tests run: start banner, parameters, devices, the table and the end banner."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    sizes = [r.size_bytes for r in rows] or [0]
+    head = [
+        f"# Collective test starting: {collective}_perf",
+        f"# nThread 1 nGpus 1 minBytes {min(sizes)} maxBytes {max(sizes)} step: 2(factor) "
+        f"warmup iters: {warmup_iterations} iters: {iterations} agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+        *(format_device(d) for d in devices),
+    ]
+    tail = f"# Collective test concluded: {collective}_perf\n"
+    return "\n".join(head) + "\n" + format_table(rows) + tail
