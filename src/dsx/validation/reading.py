@@ -80,3 +80,28 @@ class FakeClusterReader:
 def with_kind(objects: Iterable[Mapping[str, Any]], kind: str) -> list[dict[str, Any]]:
     """Copies with `kind` set (list responses leave it out of the items)."""
     return [{**o, "kind": o.get("kind") or kind} for o in objects]
+
+
+class LiveObjects:
+    """Objects read once per (kind, namespace) for one validation run; a kind not served reads as none.
+
+    The deployment and conformance phases ask for the same Pods, Nodes and DaemonSets many
+    times; one listing each keeps a run to a handful of API calls.
+    """
+
+    def __init__(self, reader: ClusterReader) -> None:
+        self.reader = reader
+        self._cache: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {}
+
+    def objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        key = (api_version, kind, namespace)
+        if key not in self._cache:
+            try:
+                found = self.reader.list(api_version, kind, namespace)
+            except NotFoundError:
+                found = []
+            self._cache[key] = sorted(
+                with_kind(found, kind),
+                key=lambda o: ((o.get("metadata") or {}).get("namespace") or "", (o.get("metadata") or {}).get("name")),
+            )
+        return self._cache[key]

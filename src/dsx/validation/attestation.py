@@ -1,0 +1,98 @@
+"""Validity attestation: who validated which cluster against which recipe, and what they found.
+
+A DSSE envelope over an in-toto Statement (dsx.signing) whose subjects are the recipe, the
+snapshot and the CTRF report — each by the sha256 of its file — and whose predicate binds the
+validator's identity (signing key id and a name), the phases run with their outcome, and a
+hardware summary (node count, GPU product, driver). It sits beside the report as
+`<report>.intoto.jsonl` (and `<report>.sigstore.json`), so `dsx verify <report>` checks it
+offline and any edit to the report, recipe or snapshot shows as tampering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dsx.errors import BadInputError
+from dsx.model import snapshot
+from dsx.signing import sigstore, statement
+from dsx.signing import verify as signing_verify
+from dsx.signing.signer import Signer
+from dsx.validation import results
+
+PREDICATE_TYPE = "https://dsx.run/attestation/validation/v1"
+
+
+def hardware_summary(snap: snapshot.Snapshot) -> dict[str, Any]:
+    """Node count, GPU nodes, GPU product(s), driver version(s) and total GPUs of the snapshot."""
+    gpu_nodes = snap.gpu_nodes
+    products = sorted({p for p in (n.gpu_product for n in gpu_nodes) if p})
+    drivers = sorted({d for d in (n.gpu_driver_version for n in gpu_nodes) if d})
+    gpus = 0
+    for node in gpu_nodes:
+        labels = node.gpu
+        if labels is not None and labels.count is not None:
+            gpus += labels.count
+        elif node.host is not None:
+            gpus += len(node.host.gpus) or len(node.host.pci_gpus)
+    return {
+        "nodeCount": len(snap.nodes),
+        "gpuNodeCount": len(gpu_nodes),
+        "gpuCount": gpus,
+        "gpuProduct": products[0] if len(products) == 1 else ("mixed" if products else ""),
+        "gpuProducts": products,
+        "driverVersion": drivers[0] if len(drivers) == 1 else ("mixed" if drivers else ""),
+        "driverVersions": drivers,
+        "provider": snap.cluster.provider if snap.cluster else "",
+        "kubernetesVersion": snap.cluster.server_version if snap.cluster else "",
+    }
+
+
+def predicate(report: results.Report, snap: snapshot.Snapshot, *, validator: str, key_id: str) -> dict[str, Any]:
+    return {
+        "validator": {"name": validator, "keyId": key_id},
+        "generator": report.generator,
+        "recipe": {"name": report.subject.recipe_name, "digest": report.subject.recipe_digest},
+        "snapshot": {"digest": report.subject.snapshot_digest, "capturedAt": report.subject.captured_at},
+        "phases": {p.value: report.phase_status(p).value for p in report.phases},
+        "summary": {s.value: report.count(s) for s in results.Status},
+        "verdict": "failed" if report.failed else "passed",
+        "hardware": hardware_summary(snap),
+    }
+
+
+def attest(
+    report_path: Path,
+    subjects: Mapping[str, Path],
+    report: results.Report,
+    snap: snapshot.Snapshot,
+    signer: Signer,
+    *,
+    validator: str,
+) -> list[Path]:
+    """Sign the files in `subjects` (role → path, all beside `report_path`) and write the sidecars."""
+    base = report_path.parent.resolve()
+    signed = []
+    for role, path in subjects.items():
+        if path.parent.resolve() != base:
+            raise BadInputError(f"{path}: the {role} must sit beside {report_path.name} to be attested")
+        try:
+            signed.append(statement.Subject.of_bytes(path.name, path.read_bytes()))
+        except OSError as exc:
+            raise BadInputError(f"{path}: cannot read the {role}: {exc.strerror}") from exc
+    claims = predicate(report, snap, validator=validator, key_id=signer.key_id)
+    envelope = statement.sign_statement(signed, PREDICATE_TYPE, claims, signer)
+    intoto_path, sigstore_path = signing_verify.sidecar_paths(report_path)
+    written = [_write(intoto_path, envelope.to_json_line()), _write(sigstore_path, sigstore.dump_bundle(envelope))]
+    return written
+
+
+def _write(path: Path, data: bytes) -> Path:
+    try:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot write: {exc.strerror}") from exc
+    return path
