@@ -1,0 +1,474 @@
+"""Kernel-log monitor: follows a log file (dmesg/syslog/kern.log) or journald and turns NVRM Xid
+and NVSwitch SXid lines into HealthEvents.
+
+Why it is careful about positions: NVSentinel lost Xids after journald rotation and before the
+monitor started after a reboot (upstream #1417, #1532), and re-emitted every line of a storm.
+Here:
+
+- `FileFollower` behaves like `tail -F`: it keeps reading the old file after a rename, then
+  moves to the new one; a truncated file (copytruncate) is re-read from the start, after the
+  rest of its copy (`kern.log.1`) has been read. Its position is (inode, byte offset, hash and
+  length of the last line), so a restart finds the exact line again, in the live file or in
+  the rotated one, and notices a file that was replaced underneath it.
+- `JournalReader` runs `journalctl -k -o json --after-cursor CURSOR` (an argument list, never a
+  shell); with no cursor yet it reads the whole current boot, so faults logged before the
+  monitor started are seen.
+- `KernelLogMonitor` writes its position to a state file only after the store has the events
+  (`commit`). Lines read but not yet committed are recorded as *pending* with the time they
+  were read, so after a crash the same lines produce the same events (same idempotency keys):
+  a restart neither loses nor repeats a line.
+
+Parsing and verdicts come from `dsx.health.xid` (the catalog kept as data); its
+`BurstDeduplicator` turns a storm of one code on one GPU into one event per window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+from dsx.errors import BadInputError, UnavailableError
+from dsx.health import xid
+from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent
+
+AGENT = "kernel-log-monitor"
+XID_CHECK = "KernelLogXid"
+SXID_CHECK = "KernelLogSXid"
+STATE_VERSION = 1
+COMPRESSED = (".gz", ".xz", ".bz2", ".zst")
+MAX_LINE_BYTES = 64 * 1024
+"""A longer line is cut there; kernel lines are well under 1 KiB."""
+
+Position = Mapping[str, Any]
+"""Where reading resumes, JSON-ready and opaque to the monitor (file: inode/offset/hash; journal: cursor)."""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    text: str
+    position: Position
+    """Resume point just after this line."""
+    timestamp: datetime | None = None
+    """When the source knows it (journald); files leave it to the line's own prefix."""
+
+
+class LineReader(Protocol):
+    source: str
+    """Written into each event's metadata, e.g. "file:/var/log/kern.log" or "journald"."""
+
+    def seek(self, position: Position | None) -> None:
+        """Continue after `position` (None: from the reader's starting point)."""
+        ...
+
+    def read(self, max_lines: int) -> list[LogLine]: ...
+
+    def close(self) -> None: ...
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class _Open:
+    handle: BinaryIO
+    inode: int
+    offset: int
+    last_hash: str
+    last_length: int
+
+
+class FileFollower:
+    """`tail -F` over one path, resumable from a position (see the module docstring)."""
+
+    def __init__(self, path: str | Path, *, from_end: bool = False) -> None:
+        self.path = Path(path)
+        self.source = f"file:{self.path}"
+        self._from_end = from_end
+        self._open: _Open | None = None
+        self._after_current: _Open | None = None
+        """A truncated live file waiting while its rotated copy is finished."""
+
+    # positioning
+    def seek(self, position: Position | None) -> None:
+        current = self._open
+        if (
+            position is not None
+            and current is not None
+            and current.inode == position["inode"]
+            and self._after_current is None
+        ):
+            current.handle.seek(position["offset"])
+            current.offset = position["offset"]
+            current.last_hash, current.last_length = position["line_hash"], position["line_length"]
+            return
+        self._close_all()
+        if position is None:
+            self._start_fresh()
+            return
+        found = self._find(position)
+        if found is None:
+            self._start_fresh(at_end=False)  # the file we were reading is gone: everything in the new one is new
+            return
+        self._open = found
+
+    def _start_fresh(self, *, at_end: bool | None = None) -> None:
+        opened = self._open_path(self.path)
+        if opened is None:
+            return
+        if self._from_end if at_end is None else at_end:
+            opened.offset = opened.handle.seek(0, os.SEEK_END)
+        self._open = opened
+
+    def _open_path(self, path: Path) -> _Open | None:
+        try:
+            handle = path.open("rb")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise UnavailableError(f"{path}: cannot read: {exc.strerror}") from exc
+        return _Open(handle, os.fstat(handle.fileno()).st_ino, 0, "", 0)
+
+    def _candidates(self) -> list[Path]:
+        """The live file first, then rotated siblings (kern.log.1, kern.log-20261129), uncompressed only."""
+        found = [self.path]
+        try:
+            siblings = sorted(self.path.parent.iterdir())
+        except OSError:
+            return found
+        stem = self.path.name
+        for sibling in siblings:
+            name = sibling.name
+            if name.startswith((stem + ".", stem + "-")) and not name.endswith(COMPRESSED) and sibling.is_file():
+                found.append(sibling)
+        return found
+
+    def _matches(self, opened: _Open, position: Position) -> bool:
+        offset, length = int(position["offset"]), int(position["line_length"])
+        size = os.fstat(opened.handle.fileno()).st_size
+        if size < offset or length > offset:
+            return False
+        if length == 0:
+            return offset == 0
+        opened.handle.seek(offset - length)
+        return _hash(opened.handle.read(length)) == str(position["line_hash"])
+
+    def _find(self, position: Position, *, exclude_inode: int | None = None) -> _Open | None:
+        """The file holding the line at `position`: same inode first, else a copy with the same line there."""
+        opened_all = [o for o in (self._open_path(p) for p in self._candidates()) if o is not None]
+        ordered = sorted(opened_all, key=lambda o: o.inode != position["inode"])
+        chosen: _Open | None = None
+        for opened in ordered:
+            if chosen is None and opened.inode != exclude_inode and self._matches(opened, position):
+                chosen = opened
+                continue
+            opened.handle.close()
+        if chosen is not None:
+            chosen.handle.seek(position["offset"])
+            chosen.offset = position["offset"]
+            chosen.last_hash, chosen.last_length = position["line_hash"], position["line_length"]
+            live = self._open_path(self.path)
+            if live is not None and live.inode == chosen.inode:
+                live.handle.close()
+            elif live is not None:
+                # reading a rotated file (or a copy): the live file follows from its start
+                self._after_current = live
+        return chosen
+
+    # reading
+    def read(self, max_lines: int) -> list[LogLine]:
+        if self._open is None:
+            self._start_fresh(at_end=False)  # the file appeared after we started: all of it is new
+            if self._open is None:
+                return []
+        lines = self._read_lines(self._open, max_lines)
+        if lines:
+            return lines
+        switched = self._switch_if_rotated()
+        return self._read_lines(self._open, max_lines) if switched and self._open else []
+
+    def _read_lines(self, opened: _Open, max_lines: int) -> list[LogLine]:
+        lines: list[LogLine] = []
+        opened.handle.seek(opened.offset)
+        while len(lines) < max_lines:
+            raw = opened.handle.readline(MAX_LINE_BYTES)
+            if not raw:
+                break
+            if not raw.endswith(b"\n") and len(raw) < MAX_LINE_BYTES and not self._is_final(opened):
+                break  # a line still being written: wait for its newline
+            opened.offset += len(raw)
+            opened.last_hash, opened.last_length = _hash(raw), len(raw)
+            lines.append(LogLine(raw.rstrip(b"\r\n").decode("utf-8", errors="replace"), self._position(opened)))
+        return lines
+
+    def _is_final(self, opened: _Open) -> bool:
+        """A file that was rotated away never gets the rest of its last line."""
+        return self._after_current is not None or self._live_inode() not in (None, opened.inode)
+
+    def _live_inode(self) -> int | None:
+        try:
+            return self.path.stat().st_ino
+        except FileNotFoundError:
+            return None
+
+    def _switch_if_rotated(self) -> bool:
+        """At the end of the current file: move on if it was rotated or truncated."""
+        current = self._open
+        if current is None:
+            return False
+        if self._after_current is not None:
+            current.handle.close()
+            self._open, self._after_current = self._after_current, None
+            return True
+        live_inode = self._live_inode()
+        if live_inode is None:
+            return False
+        if live_inode != current.inode:
+            replacement = self._open_path(self.path)
+            if replacement is None:
+                return False
+            current.handle.close()
+            self._open = replacement
+            return True
+        if os.fstat(current.handle.fileno()).st_size < current.offset:
+            # copytruncate: finish the copy first when it is there, then the live file from 0
+            position = self._position(current)
+            copy = self._find(position, exclude_inode=current.inode)
+            current.handle.close()
+            if copy is not None:
+                self._open = copy
+            else:
+                self._open = self._open_path(self.path)
+            return True
+        return False
+
+    def _position(self, opened: _Open) -> dict[str, Any]:
+        return {
+            "inode": opened.inode,
+            "offset": opened.offset,
+            "line_hash": opened.last_hash,
+            "line_length": opened.last_length,
+        }
+
+    def _close_all(self) -> None:
+        for opened in (self._open, self._after_current):
+            if opened is not None:
+                opened.handle.close()
+        self._open = self._after_current = None
+
+    def close(self) -> None:
+        self._close_all()
+
+
+# -- journald ------------------------------------------------------------------------------------
+
+
+class JournalReader:
+    """Kernel messages from journald through `journalctl` (an argument list; `command` is replaceable)."""
+
+    source = "journald"
+
+    def __init__(
+        self,
+        *,
+        command: Sequence[str] = ("journalctl",),
+        timeout_seconds: float = 30.0,
+    ) -> None:
+        self._command = list(command)
+        self._timeout_seconds = timeout_seconds
+        self._cursor: str | None = None
+
+    def arguments(self) -> list[str]:
+        """The journalctl argument list for the current cursor."""
+        args = [*self._command, "-k", "-o", "json", "--no-pager"]
+        return [*args, "--after-cursor", self._cursor] if self._cursor else [*args, "-b"]
+
+    def seek(self, position: Position | None) -> None:
+        self._cursor = None if position is None else str(position["cursor"])
+
+    def read(self, max_lines: int) -> list[LogLine]:
+        try:
+            done = subprocess.run(self.arguments(), capture_output=True, timeout=self._timeout_seconds, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise UnavailableError(f"journalctl: {exc}") from exc
+        if done.returncode != 0:
+            detail = done.stderr.decode(errors="replace").strip().splitlines()
+            raise UnavailableError(f"journalctl exited with {done.returncode}: {detail[0] if detail else 'no output'}")
+        lines: list[LogLine] = []
+        for number, raw in enumerate(done.stdout.splitlines(), start=1):
+            if len(lines) >= max_lines:
+                break
+            if raw.strip():
+                lines.append(_journal_line(raw, number))
+        if lines:
+            self._cursor = str(lines[-1].position["cursor"])
+        return lines
+
+    def close(self) -> None:
+        """Each read is its own process; nothing stays open."""
+
+
+def _journal_line(raw: bytes, number: int) -> LogLine:
+    try:
+        entry = json.loads(raw)
+        cursor = entry["__CURSOR"]
+        realtime_us = int(entry["__REALTIME_TIMESTAMP"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UnavailableError(f"journalctl output line {number}: not a journal JSON entry ({exc})") from exc
+    message = entry.get("MESSAGE", "")
+    if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
+        message = bytes(message).decode("utf-8", errors="replace")
+    return LogLine(
+        str(message),
+        {"cursor": cursor},
+        datetime.fromtimestamp(realtime_us / 1_000_000, UTC),
+    )
+
+
+# -- the monitor ---------------------------------------------------------------------------------
+
+
+class StateFile:
+    """The monitor's committed position and pending batch, replaced atomically on every save."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"version": STATE_VERSION, "position": None, "pending": None}
+        except (OSError, ValueError) as exc:
+            raise BadInputError(
+                f"{self.path}: unreadable kernel-log monitor state ({exc}); remove it to start over"
+            ) from exc
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise BadInputError(f"{self.path}: version: expected {STATE_VERSION}; remove the file to start over")
+        return data
+
+    def save(self, state: Mapping[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with temporary.open("w", encoding="utf-8") as handle:
+            json.dump(state, handle, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
+
+
+class KernelLogMonitor:
+    """HealthSource over one LineReader; see the module docstring for the position protocol."""
+
+    agent = AGENT
+
+    def __init__(
+        self,
+        node_name: str,
+        reader: LineReader,
+        state_path: str | Path,
+        *,
+        xid_catalog: xid.XidCatalog | None = None,
+        dedup_window_seconds: float = 300.0,
+        batch_lines: int = 5000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.node_name = node_name
+        self._reader = reader
+        self._state_file = StateFile(state_path)
+        self._catalog = xid_catalog or xid.default_catalog()
+        self._dedup = xid.BurstDeduplicator(dedup_window_seconds)
+        self._batch_lines = batch_lines
+        self._clock = clock
+        self._state = self._state_file.load()
+        self._uncommitted: list[HealthEvent] | None = None
+        self._reader.seek(self._state["position"])
+
+    def poll(self) -> list[HealthEvent]:
+        if self._uncommitted is not None:
+            return self._uncommitted
+        pending = self._state["pending"]
+        lines = self._reader.read(self._batch_lines)
+        if pending is not None:
+            # after a crash: replay exactly the batch that was read before, with its read time
+            cut = next((i + 1 for i, line in enumerate(lines) if dict(line.position) == pending["until"]), None)
+            if cut is not None:
+                lines = lines[:cut]
+                self._reader.seek(pending["until"])
+            read_at = float(pending["read_at"])
+        else:
+            read_at = self._clock()
+        if not lines:
+            self._uncommitted = []
+            return []
+        self._state = {**self._state, "pending": {"until": dict(lines[-1].position), "read_at": read_at}}
+        self._state_file.save(self._state)
+        events = [event for line in lines if (event := self._event(line, read_at)) is not None]
+        self._uncommitted = events
+        return events
+
+    def commit(self) -> None:
+        pending = self._state["pending"]
+        self._uncommitted = None
+        if pending is None:
+            return
+        self._state = {"version": STATE_VERSION, "position": pending["until"], "pending": None}
+        self._state_file.save(self._state)
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def _event(self, line: LogLine, read_at: float) -> HealthEvent | None:
+        record = xid.parse_line(line.text, 0, self._catalog)
+        if record is None:
+            return None
+        generated_at = line.timestamp or _aware(record.timestamp) or datetime.fromtimestamp(read_at, UTC)
+        if not self._dedup.admit(self.node_name, record, generated_at.timestamp()).admitted:
+            return None
+        entities: list[Entity] = []
+        if record.pci_bdf:
+            entities.append(Entity(EntityType.PCI, record.pci_bdf))
+        if record.nvlink is not None:
+            entities.append(Entity(EntityType.NVLINK, str(record.nvlink)))
+        if record.device:
+            entities.append(Entity(EntityType.NVSWITCH, record.device))
+        sxid = record.family is xid.Family.SXID
+        metadata = {
+            "source": self._reader.source,
+            "position": json.dumps(dict(line.position), sort_keys=True),
+            "immediate_action": record.verdict.immediate_action,
+        }
+        if record.mnemonic:
+            metadata["mnemonic"] = record.mnemonic
+        return HealthEvent(
+            agent=AGENT,
+            component_class=ComponentClass.NVSWITCH if sxid else ComponentClass.GPU,
+            check_name=SXID_CHECK if sxid else XID_CHECK,
+            node_name=self.node_name,
+            generated_at=generated_at,
+            is_fatal=record.is_fatal,
+            is_healthy=False,
+            message=line.text,
+            recommended_action=record.recommended_action,
+            error_codes=(str(record.code),),
+            entities=tuple(entities),
+            metadata=metadata,
+        )
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """Line timestamps without a zone are taken as UTC (node clocks in a cluster run on UTC)."""
+    if moment is None:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -1,0 +1,295 @@
+"""Area of concern: the kernel-log monitor reads every line exactly once — across rename
+rotation, copytruncate, a replaced file, a partial last line and restarts from the persisted
+position — and turns Xid/SXid lines into deterministic HealthEvents; journald is read through
+a journalctl argument list with cursors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsx.errors import BadInputError, UnavailableError
+from dsx.health.inmemory import InMemoryEventStore
+from dsx.health.monitors import kernel_log, source
+from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor
+from dsx.model.health import ComponentClass, EntityType, RecommendedAction
+
+READ_AT = 1_796_000_000.0
+
+
+@pytest.fixture
+def data(testdata: Path) -> Path:
+    return testdata / "health" / "kernel_log"
+
+
+def write(path: Path, *lines: str, mode: str = "a") -> None:
+    with path.open(mode, encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
+
+
+def texts(lines: list[kernel_log.LogLine]) -> list[str]:
+    return [line.text for line in lines]
+
+
+# -- FileFollower --------------------------------------------------------------------------------
+
+
+def test_reads_complete_lines_and_waits_for_a_partial_one(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "one", "two")
+    log.open("a").write("thr")
+    follower = FileFollower(log)
+    assert texts(follower.read(100)) == ["one", "two"]
+    assert follower.read(100) == []
+    write(log, "ee", "four")
+    assert texts(follower.read(1)) == ["three"]
+    assert texts(follower.read(100)) == ["four"]
+    follower.close()
+
+
+def test_rename_rotation_finishes_the_old_file_first(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "a1", "a2")
+    follower = FileFollower(log)
+    assert texts(follower.read(100)) == ["a1", "a2"]
+    write(log, "a3")
+    log.rename(tmp_path / "kern.log.1")
+    write(log, "b1")
+    assert texts(follower.read(100)) == ["a3"]
+    assert texts(follower.read(100)) == ["b1"]
+    write(log, "b2")
+    assert texts(follower.read(100)) == ["b2"]
+    follower.close()
+
+
+def test_copytruncate_reads_the_rest_from_the_copy(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "a1", "a2")
+    follower = FileFollower(log)
+    assert texts(follower.read(100)) == ["a1", "a2"]
+    write(log, "a3")
+    shutil.copyfile(log, tmp_path / "kern.log.1")
+    write(log, "b1", mode="w")  # truncated in place, then written again (shorter than before)
+    assert texts(follower.read(100)) == ["a3"]
+    assert texts(follower.read(100)) == ["b1"]
+    follower.close()
+
+
+def test_a_restart_resumes_after_the_last_line(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "a1", "a2", "a3")
+    first = FileFollower(log)
+    position = first.read(2)[-1].position
+    first.close()
+    second = FileFollower(log)
+    second.seek(position)
+    assert texts(second.read(100)) == ["a3"]
+    second.close()
+
+
+def test_a_restart_after_rotation_finds_the_rotated_file(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "a1", "a2", "a3")
+    first = FileFollower(log)
+    position = first.read(1)[-1].position
+    first.close()
+    log.rename(tmp_path / "kern.log.1")  # rotated while the monitor was down
+    write(log, "b1")
+    (tmp_path / "kern.log.2.gz").write_bytes(b"\x1f\x8b not read")
+    second = FileFollower(log)
+    second.seek(position)
+    assert texts(second.read(100)) == ["a2", "a3"]
+    assert texts(second.read(100)) == ["b1"]
+    second.close()
+
+
+def test_a_replaced_file_is_read_from_the_start(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "old line one", "old line two")
+    first = FileFollower(log)
+    position = first.read(1)[-1].position
+    first.close()
+    write(log, "new line one", "new line two", mode="w")  # same inode, same size, other text
+    second = FileFollower(log)
+    second.seek(position)
+    assert texts(second.read(100)) == ["new line one", "new line two"]
+    second.close()
+
+
+def test_from_end_skips_history_but_not_a_file_created_later(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "history")
+    follower = FileFollower(log, from_end=True)
+    follower.seek(None)
+    assert follower.read(100) == []
+    write(log, "new")
+    assert texts(follower.read(100)) == ["new"]
+    follower.close()
+    missing = FileFollower(tmp_path / "later.log", from_end=True)
+    missing.seek(None)
+    assert missing.read(100) == []
+    write(tmp_path / "later.log", "first")
+    assert texts(missing.read(100)) == ["first"]
+    missing.close()
+
+
+# -- KernelLogMonitor over a file ------------------------------------------------------------------
+
+
+def monitor_for(log: Path, state: Path) -> KernelLogMonitor:
+    return KernelLogMonitor("n3", FileFollower(log), state, clock=lambda: READ_AT)
+
+
+def test_xid_and_sxid_lines_become_events(tmp_path: Path, data: Path) -> None:
+    log = tmp_path / "kern.log"
+    shutil.copyfile(data / "kern.log", log)
+    monitor = monitor_for(log, tmp_path / "state.json")
+    events = monitor.poll()
+    monitor.close()
+    assert [(e.check_name, e.error_codes, e.entity_values(EntityType.PCI)) for e in events] == [
+        ("KernelLogXid", ("79",), ("0000:10:00.0",)),
+        ("KernelLogXid", ("79",), ("0000:91:00.0",)),
+        ("KernelLogSXid", ("20034",), ("0000:07:00.0",)),
+        ("KernelLogXid", ("45",), ("0000:01:00.0",)),
+        ("KernelLogXid", ("31",), ("0000:01:00.0",)),
+    ]
+    fallen = events[0]
+    assert (fallen.is_fatal, fallen.recommended_action, fallen.component_class) == (
+        True,
+        RecommendedAction.RESTART_BM,
+        ComponentClass.GPU,
+    )
+    assert (
+        fallen.message
+        == "Sep 09 15:53:19 saturn kernel: NVRM: Xid (PCI:0000:10:00): 79, pid=0, GPU has fallen off the bus."
+    )
+    assert fallen.generated_at.timestamp() == READ_AT
+    assert fallen.metadata["source"] == f"file:{log}"
+    assert events[2].component_class is ComponentClass.NVSWITCH
+    assert events[2].entity_values(EntityType.NVSWITCH) == ("nvidia-nvswitch2",)
+    assert not events[3].is_fatal and events[3].recommended_action is RecommendedAction.NONE
+
+
+def test_a_burst_of_one_code_on_one_gpu_is_one_event(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, *[f"[{100 + i}.000000] NVRM: Xid (PCI:0000:3b:00): 95, pid=7, Uncontained ECC error" for i in range(50)])
+    write(log, "[151.000000] NVRM: Xid (PCI:0000:3c:00): 95, pid=7, Uncontained ECC error")
+    monitor = monitor_for(log, tmp_path / "state.json")
+    events = monitor.poll()
+    monitor.close()
+    assert [e.entity_values(EntityType.PCI) for e in events] == [("0000:3b:00.0",), ("0000:3c:00.0",)]
+
+
+def test_a_crash_before_commit_replays_the_same_events(tmp_path: Path, data: Path) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    shutil.copyfile(data / "kern.log", log)
+    store = InMemoryEventStore()
+    first = monitor_for(log, state)
+    seen = first.poll()
+    store.append(seen)
+    first.close()  # killed before commit
+    write(log, "[200.0] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE (double bit error) ECC error")
+
+    clock_after_restart = READ_AT + 3600
+    second = KernelLogMonitor("n3", FileFollower(log), state, clock=lambda: clock_after_restart)
+    replayed = second.poll()
+    assert replayed == seen
+    assert [a.created for a in store.append(replayed)] == [False] * len(seen)
+    second.commit()
+    (newer,) = second.poll()
+    assert newer.error_codes == ("48",)
+    assert newer.generated_at.timestamp() == clock_after_restart
+    second.commit()
+    second.close()
+
+    third = monitor_for(log, state)
+    assert third.poll() == []
+    third.close()
+    assert json.loads(state.read_text())["pending"] is None
+
+
+def test_pump_stores_then_commits(tmp_path: Path, data: Path) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    shutil.copyfile(data / "kern.log", log)
+    store = InMemoryEventStore()
+    monitor = monitor_for(log, state)
+    assert source.pump(monitor, store) == 5
+    assert source.pump(monitor, store) == 0
+    write(log, "[300.0] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE (double bit error) ECC error")
+    assert source.pump(monitor, store) == 1
+    monitor.close()
+    assert [s.event.error_codes for s in store.events()][-1] == ("48",)
+
+
+def test_a_damaged_state_file_is_a_clear_error(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    state.write_text("{not json")
+    with pytest.raises(BadInputError, match="unreadable kernel-log monitor state"):
+        monitor_for(tmp_path / "kern.log", state)
+    state.write_text('{"version": 7}')
+    with pytest.raises(BadInputError, match="version: expected 1"):
+        monitor_for(tmp_path / "kern.log", state)
+
+
+# -- journald ------------------------------------------------------------------------------------
+
+
+def journal_reader(data: Path, journal: Path) -> JournalReader:
+    return JournalReader(command=(sys.executable, str(data / "fake_journalctl.py"), str(journal)))
+
+
+def test_journalctl_arguments() -> None:
+    reader = JournalReader()
+    assert reader.arguments() == ["journalctl", "-k", "-o", "json", "--no-pager", "-b"]
+    reader.seek({"cursor": "s=1;i=a"})
+    assert reader.arguments() == ["journalctl", "-k", "-o", "json", "--no-pager", "--after-cursor", "s=1;i=a"]
+
+
+def test_journal_entries_become_events_and_resume_after_the_cursor(tmp_path: Path, data: Path) -> None:
+    journal, state = tmp_path / "journal.jsonl", tmp_path / "state.json"
+    shutil.copyfile(data / "journal.jsonl", journal)
+    monitor = KernelLogMonitor("n3", journal_reader(data, journal), state, clock=lambda: READ_AT)
+    events = monitor.poll()
+    monitor.commit()
+    monitor.close()
+    assert [(e.error_codes, e.recommended_action) for e in events] == [
+        (("79",), RecommendedAction.RESTART_BM),
+        (("79",), RecommendedAction.RESTART_BM),
+        (("154",), RecommendedAction.COMPONENT_RESET),
+        (("154",), RecommendedAction.COMPONENT_RESET),
+    ]
+    assert events[0].generated_at.timestamp() == 1_796_000_001.0
+    assert json.loads(events[0].metadata["position"]) == {"cursor": "s=boot1;i=1"}
+    assert json.loads(state.read_text())["position"] == {"cursor": "s=boot1;i=5"}
+
+    with journal.open("a") as handle:
+        entry = {"__CURSOR": "s=boot1;i=6", "__REALTIME_TIMESTAMP": "1796000006000000", "MESSAGE": [78, 86, 82, 77]}
+        handle.write(json.dumps(entry) + "\n")
+        entry = {
+            "__CURSOR": "s=boot1;i=7",
+            "__REALTIME_TIMESTAMP": "1796000007000000",
+            "MESSAGE": "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE (double bit error) ECC error",
+        }
+        handle.write(json.dumps(entry) + "\n")
+    restarted = KernelLogMonitor("n3", journal_reader(data, journal), state, clock=lambda: READ_AT)
+    (newer,) = restarted.poll()
+    restarted.commit()
+    restarted.close()
+    assert newer.error_codes == ("48",)
+    assert json.loads(state.read_text())["position"] == {"cursor": "s=boot1;i=7"}
+
+
+def test_a_failing_journalctl_is_unavailable(tmp_path: Path, data: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    shutil.copyfile(data / "journal.jsonl", journal)
+    reader = journal_reader(data, journal)
+    reader.seek({"cursor": "s=gone;i=1"})
+    with pytest.raises(UnavailableError, match="journalctl exited with 1: Failed to seek to cursor"):
+        reader.read(10)
+    missing = JournalReader(command=(str(tmp_path / "no-such-journalctl"),))
+    with pytest.raises(UnavailableError, match="journalctl: "):
+        missing.read(10)
