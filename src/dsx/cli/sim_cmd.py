@@ -1,0 +1,148 @@
+"""`dsx sim`: start, inspect, fault and stop a local control plane with simulated GPU nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dsx.cli import output as cli_output
+
+# kept here (not imported from dsx.sim) so `dsx --help` stays fast; a unit test holds them equal
+ACCELERATORS = ("h100", "h200", "b200", "gb200", "a100", "l40s")
+SERVICES = ("eks", "gke", "aks", "oke", "kind")
+OPERATING_SYSTEMS = ("ubuntu", "al2023", "cos", "rhel")
+
+name_option = click.option(
+    "--name", default="dsx", show_default=True, help="Cluster name (several can run side by side)."
+)
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _cluster(name: str) -> Any:
+    from dsx.sim.cluster import SimCluster
+
+    return SimCluster(name)
+
+
+@click.group()
+def sim() -> None:
+    """A local control plane with simulated GPU nodes.
+
+    Real etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback; kwok plays
+    the kubelets. See docs/sim.md for node labels, pod annotations and the fault list.
+    """
+
+
+@sim.command()
+@name_option
+@click.option("--nodes", "node_count", type=click.IntRange(1, 1000), default=8, show_default=True)
+@click.option("--accelerator", type=click.Choice(ACCELERATORS), default="h100", show_default=True)
+@click.option(
+    "--gpus-per-node", type=click.IntRange(1, 16), default=None, help="Default: the board's count (8; 4 for gb200)."
+)
+@click.option("--cliques", type=click.IntRange(1, 1000), default=None, help="NVLink domains to split gb200 nodes into.")
+@click.option("--service", type=click.Choice(SERVICES), default="eks", show_default=True)
+@click.option("--os", "os_name", type=click.Choice(OPERATING_SYSTEMS), default="ubuntu", show_default=True)
+@click.option("--dry-run", is_flag=True, help="Print the nodes that would be created; start nothing.")
+def up(
+    name: str,
+    node_count: int,
+    accelerator: str,
+    gpus_per_node: int | None,
+    cliques: int | None,
+    service: str,
+    os_name: str,
+    dry_run: bool,
+) -> None:
+    """Start the cluster (or converge a running one to these options) and print how to use it."""
+    from dsx.sim import nodes
+
+    options = nodes.SimOptions(node_count, accelerator, gpus_per_node, cliques, service, os_name).resolved()
+    cluster = _cluster(name)
+    if dry_run:
+        for node in nodes.layout(options):
+            clique = f" clique={node.clique}" if node.clique is not None else ""
+            click.echo(f"would create {node.name} rack={node.rack} block={node.block}{clique}")
+        click.echo(f"would write {cluster.kubeconfig}")
+        return
+    status = cluster.up(options, progress=_progress)
+    click.echo(f"export KUBECONFIG={status.kubeconfig}")
+
+
+@sim.command()
+@name_option
+@click.option("--keep-state", is_flag=True, help="Stop the processes but keep the data; `up` restarts it.")
+@click.option("--dry-run", is_flag=True, help="Print what would be stopped.")
+def down(name: str, keep_state: bool, dry_run: bool) -> None:
+    """Stop every control-plane process of the cluster and remove its state."""
+    cluster = _cluster(name)
+    if dry_run:
+        status = cluster.status()
+        for component, pid, alive in status.components:
+            if alive:
+                click.echo(f"would stop {component} (pid {pid})")
+        if not keep_state:
+            click.echo(f"would remove {cluster.state_dir}")
+        return
+    stopped = cluster.down(keep_state=keep_state)
+    if stopped:
+        _progress(f"stopped {', '.join(stopped)}")
+    else:
+        _progress(f"no running control plane named {name!r}")
+
+
+@sim.command()
+@name_option
+@cli_output.format_options
+def status(name: str, fmt: str, output: str | None) -> None:
+    """Phase, components and node readiness of the cluster."""
+    data = _cluster(name).status().to_dict()
+    cli_output.emit(data, fmt, output, table=_status_table)
+
+
+def _status_table(data: dict[str, Any]) -> str:
+    rows: list[list[object]] = [[c["name"], c["pid"], "yes" if c["alive"] else "no"] for c in data["components"]]
+    head = (
+        f"cluster {data['name']}: {data['phase']}"
+        + (f", {data['nodes']['ready']}/{data['nodes']['total']} nodes Ready" if data["options"] else "")
+        + (f", kubeconfig {data['kubeconfig']}" if data["kubeconfig"] else "")
+        + "\n"
+    )
+    return head + (cli_output.format_table(["component", "pid", "alive"], rows) if rows else "")
+
+
+@sim.command()
+@name_option
+def kubeconfig(name: str) -> None:
+    """Print the path of the cluster's kubeconfig."""
+    from dsx.errors import NotFoundError
+
+    cluster = _cluster(name)
+    if not cluster.kubeconfig.is_file():
+        raise NotFoundError(f"no simulated cluster named {name!r}; start it with `dsx sim up --name {name}`")
+    click.echo(str(cluster.kubeconfig))
+
+
+@sim.command()
+@name_option
+@click.option("--node", required=True, help="Node name, e.g. gpu-node-00.")
+@click.option(
+    "--fault",
+    required=True,
+    help="not-ready | ready | condition:TYPE=True|False|Unknown[:REASON] | xid:CODE | sxid:CODE",
+)
+@click.option("--count", type=int, default=1, show_default=True, help="Kernel-log lines to append (xid, sxid).")
+@click.option("--gpu", type=int, default=0, show_default=True, help="GPU index the Xid names (NVSwitch for sxid).")
+@click.option("--dry-run", is_flag=True, help="Print what would be done.")
+def inject(name: str, node: str, fault: str, count: int, gpu: int, dry_run: bool) -> None:
+    """Inject a fault into a simulated node (see docs/sim.md for the list)."""
+    from dsx.sim import faults
+
+    result = faults.inject(_cluster(name), node, fault, count=count, gpu=gpu, dry_run=dry_run)
+    prefix = "would " if dry_run else ""
+    for action in result.actions:
+        click.echo(f"{prefix}{action}")

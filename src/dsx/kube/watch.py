@@ -1,0 +1,206 @@
+"""List-then-watch that survives 410 Gone without losing an update.
+
+An apiserver forgets old resource versions when etcd compacts; a watcher that reconnects
+with such a version gets 410 Gone. Starting over from "now" would silently drop whatever
+changed while it was away, so on 410 we relist and emit the difference between what we
+knew and what the list says (ADDED / MODIFIED / DELETED, marked `relisted`), then watch on
+from the list's resource version. Each connection is bounded by the caller's deadline, so
+`events(timeout_seconds=...)` always returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import math
+import time
+from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+
+from dsx import errors
+from dsx.kube import translation
+
+
+class EventType(enum.StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change to one object, as the apiserver sent it (or as a relist revealed it)."""
+
+    type: EventType
+    object: dict[str, Any]
+    relisted: bool = False
+    """True when the event was synthesized from a relist after 410 Gone."""
+
+    @property
+    def name(self) -> str:
+        return str(self.object.get("metadata", {}).get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.object.get("metadata", {}).get("namespace", ""))
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("resourceVersion", ""))
+
+
+class ResourceWatch:
+    """A resumable watch over one collection path (e.g. `/api/v1/nodes`).
+
+    `objects` is the watcher's current view; `resource_version` is where the next
+    connection resumes; `relists` counts the 410s it recovered from.
+    """
+
+    def __init__(
+        self,
+        http: httpx2.Client,
+        path: str,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        server: str = "",
+    ) -> None:
+        self._http = http
+        self._path = path
+        self._selectors = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
+        self._server = server
+        self.resource_version: str | None = None
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.relists = 0
+
+    def sync(self) -> list[dict[str, Any]]:
+        """List the collection now; the view and the resume point start from this list."""
+        items, version = self._list()
+        self.objects = {_key(o): o for o in items}
+        self.resource_version = version
+        return items
+
+    def events(self, timeout_seconds: float | None = None) -> Iterator[WatchEvent]:
+        """Changes from the resume point on, until the deadline (None: forever).
+
+        Without a prior `sync()`, the first list is reported as ADDED events.
+        """
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        if self.resource_version is None:
+            for obj in self.sync():
+                yield WatchEvent(EventType.ADDED, obj)
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return
+            gone = False
+            with contextlib.closing(self._connection(remaining)) as connection:
+                for event in connection:
+                    if event is None:
+                        gone = True
+                        break
+                    yield event
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return
+            if gone:
+                yield from self._recover()
+
+    def _recover(self) -> Iterator[WatchEvent]:
+        """410 Gone: relist and report the difference from the view."""
+        self.relists += 1
+        before = self.objects
+        items, version = self._list()
+        after = {_key(o): o for o in items}
+        self.objects = after
+        self.resource_version = version
+        for key, obj in after.items():
+            old = before.get(key)
+            if old is None:
+                yield WatchEvent(EventType.ADDED, obj, relisted=True)
+            elif _version(old) != _version(obj):
+                yield WatchEvent(EventType.MODIFIED, obj, relisted=True)
+        for key, obj in before.items():
+            if key not in after:
+                yield WatchEvent(EventType.DELETED, obj, relisted=True)
+
+    def _list(self) -> tuple[list[dict[str, Any]], str]:
+        action = f"list {self._path}"
+        with translation.translated(action, self._server):
+            response = self._http.get(self._path, params=self._selectors)
+            response.raise_for_status()
+            body = response.json()
+        return list(body.get("items") or []), str(body.get("metadata", {}).get("resourceVersion", ""))
+
+    def _connection(self, remaining_seconds: float | None) -> Generator[WatchEvent | None, None, None]:
+        """One watch request; yields events, or None once when the resume point is gone (410)."""
+        server_timeout = 300 if remaining_seconds is None else max(1, math.ceil(remaining_seconds))
+        params = {
+            **self._selectors,
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": self.resource_version or "",
+            "timeoutSeconds": str(server_timeout),
+        }
+        timeout = httpx2.Timeout(10.0, read=server_timeout + 10.0)
+        action = f"watch {self._path}"
+        try:
+            with self._http.stream("GET", self._path, params=params, timeout=timeout) as response:
+                if response.status_code == 410:
+                    yield None
+                    return
+                if response.is_error:
+                    response.read()
+                    raise translation.error_for_status(
+                        action, response.status_code, response.reason_phrase, response.text.strip()[:200]
+                    )
+                for line in response.iter_lines():
+                    if not line.strip():
+                        continue
+                    event = self._decode(line, action)
+                    if event is None:
+                        yield None
+                        return
+                    if isinstance(event, WatchEvent):
+                        yield event
+        except (httpx2.ReadTimeout, httpx2.RemoteProtocolError, httpx2.ReadError):
+            # the stream went quiet or dropped: the caller reconnects from resource_version
+            return
+        except errors.DsxError:
+            raise
+        except httpx2.HTTPError as exc:
+            mapped = translation.translate(action, exc, self._server)
+            raise (mapped or errors.UnavailableError(f"{action}: {exc}")) from exc
+
+    def _decode(self, line: str, action: str) -> WatchEvent | bool | None:
+        """A watch line as an event; None for 410 Gone; False for bookmarks (position only)."""
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise errors.UnavailableError(f"{action}: malformed watch event: {line[:120]!r}") from exc
+        kind = raw.get("type")
+        obj = raw.get("object") or {}
+        if kind == "ERROR":
+            code = int(obj.get("code") or 0)
+            if code == 410:
+                return None
+            raise translation.error_for_status(action, code, str(obj.get("reason", "")), str(obj.get("message", "")))
+        version = _version(obj)
+        if version:
+            self.resource_version = version
+        if kind == "BOOKMARK":
+            return False
+        event = WatchEvent(EventType(kind), obj)
+        if event.type is EventType.DELETED:
+            self.objects.pop(_key(obj), None)
+        else:
+            self.objects[_key(obj)] = obj
+        return event

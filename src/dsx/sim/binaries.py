@@ -1,0 +1,146 @@
+"""Where the control-plane binaries come from: envtest's variables, the dsx cache, or a build.
+
+Order, per binary: `TEST_ASSET_KUBE_APISERVER` / `TEST_ASSET_ETCD` / `TEST_ASSET_KUBECTL`
+(the envtest overrides) → `$KUBEBUILDER_ASSETS/<name>` → `<cache>/control-plane/v<k8s>/<name>`.
+If any is still missing, `hack/build-control-plane.sh` builds all of them into the cache from
+the Go module proxy (about 10 minutes on 2 cores); without the script or Go, a one-line
+error says how to provide them. Binaries are never committed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dsx import errors, settings
+
+NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
+ENV_OVERRIDES = {
+    "kube-apiserver": "TEST_ASSET_KUBE_APISERVER",
+    "etcd": "TEST_ASSET_ETCD",
+    "kubectl": "TEST_ASSET_KUBECTL",
+}
+MINIMUM_KUBERNETES = (1, 34)
+BUILD_SCRIPT = Path("hack") / "build-control-plane.sh"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    paths: dict[str, Path]
+    kubernetes_version: str
+    """As the apiserver reports it, e.g. v1.36.3."""
+
+    def __getitem__(self, name: str) -> Path:
+        return self.paths[name]
+
+    def to_dict(self) -> dict[str, str]:
+        return {name: str(path) for name, path in sorted(self.paths.items())}
+
+
+def cache_dir() -> Path:
+    return settings.paths().control_plane_cache / f"v{settings.KUBERNETES_VERSION}"
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def locate(env: Mapping[str, str], cache: Path) -> tuple[dict[str, Path], list[str]]:
+    """(found paths, missing names) by the resolution order, without building anything."""
+    found: dict[str, Path] = {}
+    assets = env.get("KUBEBUILDER_ASSETS")
+    for name in NAMES:
+        override = ENV_OVERRIDES.get(name)
+        if override and env.get(override):
+            path = Path(env[override])
+            if not _executable(path):
+                raise errors.BadInputError(f"{override}={path}: not an executable file")
+            found[name] = path
+            continue
+        candidates = ([Path(assets) / name] if assets else []) + [cache / name]
+        for candidate in candidates:
+            if _executable(candidate):
+                found[name] = candidate
+                break
+    return found, [n for n in NAMES if n not in found]
+
+
+def build_script() -> Path | None:
+    """hack/build-control-plane.sh of this checkout (found from the package, then the working directory)."""
+    package_root = Path(__file__).resolve().parents[3]
+    for base in (package_root, Path.cwd()):
+        script = base / BUILD_SCRIPT
+        if script.is_file():
+            return script
+    return None
+
+
+def _how_to_provide(missing: list[str], cache: Path) -> str:
+    return (
+        f"control-plane binaries missing: {', '.join(missing)}; set KUBEBUILDER_ASSETS to a folder holding "
+        f"{', '.join(NAMES)}, or put them in {cache}, or run hack/build-control-plane.sh "
+        "(needs Go >= 1.26 and the Go module proxy)"
+    )
+
+
+def build(cache: Path, *, progress: Callable[[str], None]) -> None:
+    """Run the build script into `cache`; its own log goes to stderr."""
+    script = build_script()
+    if script is None:
+        raise errors.NotFoundError(_how_to_provide(list(NAMES), cache) + " — the script is not in this installation")
+    if shutil.which("go") is None:
+        raise errors.NotFoundError(_how_to_provide(list(NAMES), cache) + " — no `go` on PATH to build them")
+    progress(f"building control-plane binaries into {cache} (first run only; about 10 minutes on 2 cores)")
+    env = {
+        **os.environ,
+        "K8S_VERSION": settings.KUBERNETES_VERSION,
+        "ETCD_VERSION": settings.ETCD_VERSION,
+        "KWOK_VERSION": settings.KWOK_VERSION,
+    }
+    result = subprocess.run(["bash", str(script), str(cache)], env=env, check=False)
+    if result.returncode != 0:
+        raise errors.UnavailableError(f"{script} failed with exit code {result.returncode} (its log is above)")
+
+
+def kubernetes_version(apiserver: Path) -> str:
+    """The version the apiserver binary reports; must be ≥ 1.34."""
+    try:
+        out = subprocess.run(
+            [str(apiserver), "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise errors.BadInputError(f"{apiserver}: cannot run --version: {exc}") from exc
+    match = re.search(r"v(\d+)\.(\d+)\.(\d+)\S*", out)
+    if not match:
+        raise errors.BadInputError(f"{apiserver}: --version printed no Kubernetes version ({out.strip()[:80]!r})")
+    if (int(match.group(1)), int(match.group(2))) < MINIMUM_KUBERNETES:
+        raise errors.BadInputError(
+            f"{apiserver}: Kubernetes {match.group(0)} is too old; dsx sim needs >= "
+            f"{MINIMUM_KUBERNETES[0]}.{MINIMUM_KUBERNETES[1]}"
+        )
+    return match.group(0)
+
+
+def resolve(
+    *,
+    env: Mapping[str, str] | None = None,
+    cache: Path | None = None,
+    allow_build: bool = True,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Binaries:
+    env = os.environ if env is None else env
+    cache = cache_dir() if cache is None else cache
+    found, missing = locate(env, cache)
+    if missing:
+        if not allow_build:
+            raise errors.NotFoundError(_how_to_provide(missing, cache))
+        build(cache, progress=progress)
+        found, missing = locate(env, cache)
+        if missing:
+            raise errors.NotFoundError(_how_to_provide(missing, cache))
+    return Binaries(found, kubernetes_version(found["kube-apiserver"]))

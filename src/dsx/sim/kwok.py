@@ -1,0 +1,119 @@
+"""kwok's configuration for a simulated cluster: our Stage files and where pod logs come from.
+
+Stages (dsx/sim/stages/*.yaml) decide how fake nodes and pods move through their lifecycle;
+they are ours, not kwok's defaults, so annotations can drive completion, exit codes,
+container waiting states and node faults (see docs/sim.md).
+
+Pod logs: kwok serves `kubectl logs` from files. A static ClusterLogs points every pod at an
+empty file (a container that printed nothing); a `Logs` object named after a pod (kwok CRD,
+created by `dsx.sim.pod_logs.seed`) points that pod at its own file.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from dsx import serialization
+
+KWOK_GROUP = "kwok.x-k8s.io"
+STAGE_FILES = (
+    "node-initialize.yaml",
+    "node-heartbeat.yaml",
+    "node-not-ready.yaml",
+    "pod-ready.yaml",
+    "pod-waiting.yaml",
+    "pod-complete.yaml",
+    "pod-delete.yaml",
+)
+POD_CIDR = "10.244.0.1/16"
+NODE_LEASE_SECONDS = 40
+
+LOGS_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"logs.{KWOK_GROUP}"},
+    "spec": {
+        "group": KWOK_GROUP,
+        "names": {"kind": "Logs", "listKind": "LogsList", "plural": "logs", "singular": "logs"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "description": "Which file kwok serves as the log of the pod of the same name.",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "required": ["logs"],
+                                "properties": {
+                                    "logs": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "properties": {
+                                                "containers": {"type": "array", "items": {"type": "string"}},
+                                                "logsFile": {"type": "string"},
+                                                "previousLogsFile": {"type": "string"},
+                                                "follow": {"type": "boolean"},
+                                            },
+                                        },
+                                    }
+                                },
+                            },
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def stages() -> list[dict[str, Any]]:
+    docs = []
+    folder = resources.files("dsx.sim").joinpath("stages")
+    for name in STAGE_FILES:
+        text = folder.joinpath(name).read_text(encoding="utf-8")
+        docs.append(serialization.parse_yaml(text, source=f"dsx/sim/stages/{name}"))
+    return docs
+
+
+def configuration(*, empty_log: Path) -> str:
+    """The multi-document file passed to `kwok --config`."""
+    documents: list[Any] = [
+        {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            # kwok applies none of its option defaults when a config file is given: spell them out
+            "options": {
+                "cidr": POD_CIDR,
+                "manageAllNodes": False,
+                "enableDebuggingHandlers": True,
+                "enableContentionProfiling": False,
+                "enableProfilingHandler": False,
+                "enablePodsOnNodeSyncListPager": True,
+                "enablePodsOnNodeSyncStreamWatch": False,
+                "nodeLeaseDurationSeconds": NODE_LEASE_SECONDS,
+                "nodeLeaseParallelism": 4,
+                "nodePlayStageParallelism": 4,
+                "podPlayStageParallelism": 4,
+                "podsOnNodeSyncParallelism": 2,
+            },
+        },
+        *stages(),
+        {
+            "apiVersion": f"{KWOK_GROUP}/v1alpha1",
+            "kind": "ClusterLogs",
+            "metadata": {"name": "dsx-sim-unseeded"},
+            "spec": {"logs": [{"logsFile": str(empty_log)}]},
+        },
+    ]
+    return serialization.dump_yaml_documents(documents)
