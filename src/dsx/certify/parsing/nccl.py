@@ -451,7 +451,7 @@ class _Reader:
         avg = _AVG.search(text)
         if avg:
             if table:
-                value = float(avg.group(1).replace(",", ""))
+                value = lines.parse_number(avg.group(1))
                 table.avg_busbw_gbps = value if math.isfinite(value) else None
                 table.closed = True
                 self.open.pop(line.stream, None)

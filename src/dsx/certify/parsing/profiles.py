@@ -1,0 +1,294 @@
+"""Log profiles: how one training framework prints a step, kept as data.
+
+A profile (`dsx/catalog/log_profiles/<name>.yaml`, kind `LogProfile`) names the regex that
+recognises a step line (with the groups `step` and optionally `total_steps`), one regex per
+measured field (each with a `value` group and the unit it is printed in), an optional timestamp
+regex with its `strptime` format, and example lines with the values they must give, which the
+catalog tests check. Adding a framework is adding a file; see docs/parsers.md.
+
+Field names carry their unit (`step_time_seconds`, `tflops_per_gpu`, `mfu_percent`); a field
+printed in another unit says so with `unit` and is converted on read. The macros `<number>`
+(a decimal with optional thousands separators and exponent) and `<int>` keep the regexes short.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from dsx import catalog, serialization
+from dsx.certify.parsing import lines
+from dsx.errors import CatalogError, NotFoundError, allowed_values_message
+
+API_VERSION = "dsx.certify/v1alpha1"
+KIND = "LogProfile"
+
+STANDARD_FIELDS = (
+    "step_time_seconds",
+    "tokens_per_second",
+    "tflops_per_gpu",
+    "mfu_percent",
+    "loss",
+    "global_batch_size",
+    "consumed_samples",
+)
+"""Fields every profile may fill and every summary reports (None when a framework does not print them)."""
+
+
+class Unit(enum.Enum):
+    """How a value is printed; `to_base` turns it into the field's unit (seconds for times)."""
+
+    NONE = "none"
+    SECONDS = "s"
+    MILLISECONDS = "ms"
+    MICROSECONDS = "us"
+    MINUTES = "min"
+    SECONDS_PER_ITERATION = "s/it"
+    ITERATIONS_PER_SECOND = "it/s"
+    DURATION = "h:m:s"
+    """`[H:]MM:SS` clock text, as progress bars print elapsed time."""
+
+    @property
+    def is_time(self) -> bool:
+        return self is not Unit.NONE
+
+    def to_base(self, text: str) -> float:
+        """The printed value in the field's unit. Scaling is decimal, so 989.44 ms is 0.98944 s exactly."""
+        if self is Unit.DURATION:
+            seconds = 0.0
+            for part in text.split(":"):
+                seconds = seconds * 60 + float(part)
+            return seconds
+        try:
+            value = Decimal(text.replace(",", ""))
+        except InvalidOperation as exc:
+            raise ValueError(f"not a number: {text!r}") from exc
+        if not value.is_finite():
+            raise ValueError(f"not a finite number: {text!r}")
+        if self is Unit.ITERATIONS_PER_SECOND:
+            if value == 0:
+                raise ValueError("a rate of 0 it/s has no step time")
+            return float(1 / value)
+        return float(value * _SECONDS_PER_UNIT.get(self, Decimal(1)))
+
+
+_SECONDS_PER_UNIT: dict[Unit, Decimal] = {
+    Unit.MILLISECONDS: Decimal("0.001"),
+    Unit.MICROSECONDS: Decimal("0.000001"),
+    Unit.MINUTES: Decimal(60),
+}
+
+
+class TokensScope(enum.Enum):
+    """What the framework's tokens-per-second figure counts."""
+
+    PER_GPU = "per_gpu"
+    GLOBAL = "global"
+    NOT_PRINTED = "not_printed"
+
+
+@dataclass(frozen=True)
+class FieldPattern:
+    regex: re.Pattern[str]
+    unit: Unit
+
+
+@dataclass(frozen=True)
+class Example:
+    line: str
+    expect: Mapping[str, float | int | None]
+
+
+@dataclass(frozen=True)
+class LogProfile:
+    name: str
+    framework: str
+    description: str
+    step: re.Pattern[str]
+    fields: Mapping[str, tuple[FieldPattern, ...]]
+    timestamp: re.Pattern[str] | None
+    timestamp_format: str | None
+    priority: int
+    warmup_steps: int
+    tokens_per_second_scope: TokensScope
+    examples: tuple[Example, ...]
+    source: str
+
+    def read_timestamp(self, text: str) -> datetime | None:
+        """The line's own time (naive times are taken as UTC; only differences are used)."""
+        if self.timestamp is None or self.timestamp_format is None:
+            return None
+        match = self.timestamp.search(text)
+        if match is None:
+            return None
+        try:
+            moment = datetime.strptime(match.group("value"), self.timestamp_format)
+        except ValueError:
+            return None
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+_MACROS = {"<number>": f"(?:{lines.NUMBER})", "<int>": r"\d+"}
+_TOP_KEYS = {
+    "apiVersion",
+    "kind",
+    "name",
+    "framework",
+    "description",
+    "priority",
+    "warmup_steps",
+    "tokens_per_second_scope",
+    "step",
+    "fields",
+    "timestamp",
+    "examples",
+}
+_FIELD_NAME = re.compile(r"[a-z][a-z0-9_]*$")
+
+
+def directory() -> Path:
+    return catalog.path("log_profiles")
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in directory().glob("*.yaml"))
+
+
+def load_all() -> list[LogProfile]:
+    """Every shipped profile, sorted by name."""
+    return [load_file(directory() / f"{name}.yaml") for name in names()]
+
+
+def load(name_or_path: str) -> LogProfile:
+    """A shipped profile by name, or a profile file by path (anything ending in .yaml/.yml or with a /)."""
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        return load_file(Path(name_or_path))
+    path = directory() / f"{name_or_path}.yaml"
+    if not path.is_file():
+        raise NotFoundError(allowed_values_message("log profile", "name", name_or_path, names()))
+    return load_file(path)
+
+
+def load_file(path: Path) -> LogProfile:
+    data = serialization.load_mapping_file(path)
+    return from_dict(data, source=str(path))
+
+
+def from_dict(data: Mapping[str, Any], *, source: str) -> LogProfile:
+    """Validate and compile one profile; every error names `source` and the field."""
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise CatalogError(allowed_values_message(source, "key", unknown[0], sorted(_TOP_KEYS)))
+    if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
+        raise CatalogError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
+    name = _string(data, "name", source)
+    step_spec = data.get("step")
+    if not isinstance(step_spec, Mapping):
+        raise CatalogError(f"{source}: step: expected a mapping with a regex")
+    step = _compile(step_spec.get("regex"), source, "step.regex")
+    if "step" not in step.groupindex:
+        raise CatalogError(f"{source}: step.regex: needs a named group 'step'")
+    timestamp, timestamp_format = _timestamp(data.get("timestamp"), source)
+    scope = data.get("tokens_per_second_scope", TokensScope.NOT_PRINTED.value)
+    if scope not in {s.value for s in TokensScope}:
+        raise CatalogError(
+            allowed_values_message(source, "tokens_per_second_scope", scope, [s.value for s in TokensScope])
+        )
+    return LogProfile(
+        name=name,
+        framework=_string(data, "framework", source),
+        description=_string(data, "description", source),
+        step=step,
+        fields=_fields(data.get("fields"), source),
+        timestamp=timestamp,
+        timestamp_format=timestamp_format,
+        priority=_integer(data, "priority", source),
+        warmup_steps=_integer(data, "warmup_steps", source),
+        tokens_per_second_scope=TokensScope(scope),
+        examples=_examples(data.get("examples"), source),
+        source=source,
+    )
+
+
+def _fields(spec: object, source: str) -> dict[str, tuple[FieldPattern, ...]]:
+    if not isinstance(spec, Mapping) or not spec:
+        raise CatalogError(f"{source}: fields: expected a mapping of field name to pattern")
+    out: dict[str, tuple[FieldPattern, ...]] = {}
+    for name, alternatives in spec.items():
+        where = f"fields.{name}"
+        if not isinstance(name, str) or not _FIELD_NAME.match(name) or name == "step":
+            raise CatalogError(f"{source}: {where}: field names are snake_case and not 'step'")
+        items = alternatives if isinstance(alternatives, list) else [alternatives]
+        patterns = []
+        for index, item in enumerate(items):
+            at = f"{where}[{index}]" if isinstance(alternatives, list) else where
+            if not isinstance(item, Mapping) or not set(item) <= {"regex", "unit"}:
+                raise CatalogError(f"{source}: {at}: expected a mapping with regex and optional unit")
+            regex = _compile(item.get("regex"), source, f"{at}.regex")
+            if "value" not in regex.groupindex:
+                raise CatalogError(f"{source}: {at}.regex: needs a named group 'value'")
+            unit_text = item.get("unit", Unit.NONE.value)
+            if unit_text not in {u.value for u in Unit}:
+                raise CatalogError(allowed_values_message(source, f"{at}.unit", unit_text, [u.value for u in Unit]))
+            unit = Unit(unit_text)
+            if unit.is_time and not name.endswith("_seconds"):
+                raise CatalogError(f"{source}: {at}: a time unit converts to seconds; name the field *_seconds")
+            patterns.append(FieldPattern(regex, unit))
+        out[name] = tuple(patterns)
+    return out
+
+
+def _timestamp(spec: object, source: str) -> tuple[re.Pattern[str] | None, str | None]:
+    if spec is None:
+        return None, None
+    if not isinstance(spec, Mapping) or set(spec) != {"regex", "format"}:
+        raise CatalogError(f"{source}: timestamp: expected a mapping with regex and format")
+    regex = _compile(spec["regex"], source, "timestamp.regex")
+    if "value" not in regex.groupindex:
+        raise CatalogError(f"{source}: timestamp.regex: needs a named group 'value'")
+    return regex, _string(spec, "format", source, prefix="timestamp.")
+
+
+def _examples(spec: object, source: str) -> tuple[Example, ...]:
+    if not isinstance(spec, list) or not spec:
+        raise CatalogError(f"{source}: examples: expected at least one example line with its values")
+    out = []
+    for index, item in enumerate(spec):
+        if not isinstance(item, Mapping) or not isinstance(item.get("line"), str):
+            raise CatalogError(f"{source}: examples[{index}]: expected a mapping with line and expect")
+        expect = item.get("expect")
+        if not isinstance(expect, Mapping) or "step" not in expect:
+            raise CatalogError(f"{source}: examples[{index}].expect: expected a mapping that names at least step")
+        out.append(Example(item["line"], dict(expect)))
+    return tuple(out)
+
+
+def _compile(text: object, source: str, where: str) -> re.Pattern[str]:
+    if not isinstance(text, str) or not text:
+        raise CatalogError(f"{source}: {where}: expected a regular expression string")
+    for macro, replacement in _MACROS.items():
+        text = text.replace(macro, replacement)
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise CatalogError(f"{source}: {where}: invalid regular expression: {exc}") from exc
+
+
+def _string(data: Mapping[str, Any], key: str, source: str, *, prefix: str = "") -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise CatalogError(f"{source}: {prefix}{key}: expected a non-empty string")
+    return value
+
+
+def _integer(data: Mapping[str, Any], key: str, source: str) -> int:
+    value = data.get(key, 0)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CatalogError(f"{source}: {key}: expected a non-negative integer, got {value!r}")
+    return value
