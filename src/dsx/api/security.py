@@ -1,0 +1,195 @@
+"""Bearer-token authentication, request size limits and rate limiting for the API.
+
+Why here rather than in a proxy: `dsx serve` is meant to run as-is next to CI runners and
+portals, so it must be safe without an ingress in front. Tokens are compared in constant
+time and only their SHA-256 digests are kept in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsx.errors import BadInputError
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+"""Paths served without a token: liveness and readiness probes only."""
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+"""1 MiB: recipes and criteria are a few kB; anything larger is a mistake or an attack."""
+
+DEFAULT_RATE_PER_SECOND = 20.0
+"""Sustained requests per second per client; bursts up to `DEFAULT_BURST`."""
+
+DEFAULT_BURST = 40
+
+
+def load_tokens(token_file: str | None, env_var: str = "DSX_API_TOKENS") -> frozenset[str]:
+    """Token digests from a file (one token a line, `#` comments) and/or an env var (comma-separated)."""
+    raw: list[str] = []
+    if token_file:
+        path = Path(token_file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BadInputError(f"{path}: cannot read token file: {exc.strerror}") from exc
+        raw += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    raw += [t.strip() for t in os.environ.get(env_var, "").split(",") if t.strip()]
+    short = [t for t in raw if len(t) < 16]
+    if short:
+        raise BadInputError(f"API tokens must be at least 16 characters; {len(short)} too short")
+    return frozenset(_digest(t) for t in raw)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass
+class TokenAuthenticator:
+    """Checks `Authorization: Bearer <token>` against known digests in constant time."""
+
+    token_digests: frozenset[str]
+
+    def identify(self, authorization: str | None) -> str | None:
+        """The token's digest prefix (a client id for rate limiting and logs), or None."""
+        if not authorization or not authorization.startswith("Bearer "):
+            return None
+        presented = _digest(authorization.removeprefix("Bearer ").strip())
+        match = None
+        for known in self.token_digests:
+            if hmac.compare_digest(presented, known):
+                match = known
+        return match[:12] if match else None
+
+
+@dataclass
+class TokenBucket:
+    """Per-client token bucket; thread-safe because uvicorn may run sync routes in threads."""
+
+    rate_per_second: float = DEFAULT_RATE_PER_SECOND
+    burst: int = DEFAULT_BURST
+    clock: Callable[[], float] = time.monotonic
+    _state: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, client: str) -> float:
+        """0.0 when allowed, else the seconds to wait before retrying."""
+        with self._lock:
+            now = self.clock()
+            tokens, last = self._state.get(client, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - last) * self.rate_per_second)
+            if tokens >= 1.0:
+                self._state[client] = (tokens - 1.0, now)
+                return 0.0
+            self._state[client] = (tokens, now)
+            return (1.0 - tokens) / self.rate_per_second
+
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class GuardMiddleware:
+    """ASGI middleware: authentication, rate limit and body size limit, before any routing.
+
+    Rejections are JSON bodies in the same shape as every other API error.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        authenticator: TokenAuthenticator,
+        limiter: TokenBucket,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        open_paths: Iterable[str] = OPEN_PATHS,
+    ) -> None:
+        self.app = app
+        self.authenticator = authenticator
+        self.limiter = limiter
+        self.max_body_bytes = max_body_bytes
+        self.open_paths = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        path = scope.get("path", "")
+        client = None
+        if path not in self.open_paths:
+            client = self.authenticator.identify(headers.get("authorization"))
+            if client is None:
+                await _reject(
+                    send,
+                    401,
+                    "UNAUTHORIZED",
+                    "missing or invalid bearer token",
+                    extra_headers=[(b"www-authenticate", b"Bearer")],
+                )
+                return
+            wait = self.limiter.take(client)
+            if wait > 0:
+                await _reject(
+                    send,
+                    429,
+                    "RATE_LIMITED",
+                    "too many requests",
+                    extra_headers=[(b"retry-after", str(max(1, round(wait))).encode())],
+                )
+                return
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                await _reject(send, 400, "INVALID_REQUEST", "malformed Content-Length")
+                return
+            if int(declared) > self.max_body_bytes:
+                await _reject(send, 413, "PAYLOAD_TOO_LARGE", f"request body over {self.max_body_bytes} bytes")
+                return
+        await self.app(scope, self._limited(receive, send), send)
+
+    def _limited(self, receive: Receive, send: Send) -> Receive:
+        """Count streamed (chunked) bodies too; the first byte over the limit ends the request."""
+        seen = 0
+        limit = self.max_body_bytes
+
+        async def wrapped() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLargeError(limit)
+            return message
+
+        return wrapped
+
+
+class BodyTooLargeError(Exception):
+    """Raised inside the receive channel when a streamed body passes the limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body over {limit} bytes")
+        self.limit = limit
+
+
+async def _reject(
+    send: Send, status: int, code: str, message: str, extra_headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    import json
+
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + (extra_headers or [])})
+    await send({"type": "http.response.body", "body": body})

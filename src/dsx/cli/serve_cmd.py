@@ -1,0 +1,58 @@
+"""`dsx serve`: the REST API for automation (CI pipelines, portals)."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--token-file", default=None, metavar="FILE", help="Bearer tokens, one a line (also $DSX_API_TOKENS).")
+@click.option(
+    "--store", "store_url", default=None, metavar="URL", help="Sentinel event store (sqlite:///… or postgresql://…)."
+)
+@click.option("--max-body-bytes", default=1 << 20, show_default=True, type=click.IntRange(1024))
+@click.option(
+    "--rate",
+    "rate_per_second",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Sustained requests per second per token.",
+)
+@click.option("--print-openapi", is_flag=True, help="Print the OpenAPI document and exit.")
+def serve(
+    host: str,
+    port: int,
+    token_file: str | None,
+    store_url: str | None,
+    max_body_bytes: int,
+    rate_per_second: float,
+    print_openapi: bool,
+) -> None:
+    """Serve the REST API. Every endpoint except /healthz and /readyz needs a bearer token."""
+    import json
+
+    from dsx.api import app as api_app
+    from dsx.api import security
+    from dsx.errors import BadInputError
+
+    tokens = security.load_tokens(token_file)
+    settings = api_app.ApiSettings(
+        token_digests=tokens,
+        max_body_bytes=max_body_bytes,
+        rate_per_second=rate_per_second,
+        burst=max(1, int(rate_per_second * 2)),
+        store_url=store_url,
+    )
+    application = api_app.create_app(settings)
+    if print_openapi:
+        click.echo(json.dumps(application.openapi(), indent=2, sort_keys=True))
+        return
+    if not tokens:
+        raise BadInputError("no API tokens: pass --token-file FILE or set DSX_API_TOKENS")
+    import uvicorn
+
+    click.echo(f"dsx API on http://{host}:{port} (OpenAPI at /openapi.json)", err=True)
+    uvicorn.run(application, host=host, port=port, log_level="info", server_header=False)

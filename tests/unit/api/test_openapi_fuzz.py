@@ -1,0 +1,23 @@
+"""Schemathesis drives every operation of the OpenAPI document; no input may cause a 5xx."""
+
+from __future__ import annotations
+
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+
+from dsx.api import app as api_app
+from dsx.api import security
+
+TOKEN = "fuzz-token-0123456789abcdef"
+APP = api_app.create_app(
+    api_app.ApiSettings(token_digests=frozenset({security._digest(TOKEN)}), rate_per_second=1e6, burst=10**6)
+)
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP, headers={"Authorization": f"Bearer {TOKEN}"})
+
+
+@schema.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_server_errors(case: schemathesis.Case) -> None:
+    response = case.call(headers={"Authorization": f"Bearer {TOKEN}"})
+    case.validate_response(response, checks=(not_a_server_error,))
