@@ -79,8 +79,15 @@ def dump_json(data: Any) -> str:
 
 
 def canonical_json(data: Any) -> bytes:
-    """RFC 8785 canonical JSON: the input to every content digest."""
-    return rfc8785.dumps(data)
+    """RFC 8785 canonical JSON: the input to every content digest.
+
+    Integers beyond ±(2^53 − 1) have no exact JSON (IEEE double) form; Helm and Kubernetes
+    would round them too, so they are rejected as bad input rather than silently changed.
+    """
+    try:
+        return rfc8785.dumps(data)
+    except rfc8785.IntegerDomainError as exc:
+        raise BadInputError(f"{exc}: integers must lie within ±(2^53 - 1)") from exc
 
 
 def digest(data: Any) -> str:

@@ -66,3 +66,8 @@ def test_non_mapping_is_bad_input(tmp_path: Path) -> None:
     f.write_text("- 1\n")
     with pytest.raises(BadInputError, match="expected a mapping"):
         serialization.load_mapping_file(f)
+
+
+def test_digest_rejects_integers_outside_the_json_domain() -> None:
+    with pytest.raises(BadInputError, match="2\\^53"):
+        serialization.digest({"replicas": 2**60})
