@@ -80,6 +80,14 @@ def installed(component: recipe.ComponentRef, cluster: snapshot.ClusterFacts | N
             if release.status != "deployed":
                 return results.failed(name, PHASE, f"{component.name}: {label} has status {release.status}", **evidence)
             return results.passed(name, PHASE, f"{component.name}: {label} deployed", **evidence)
+    elsewhere = [r for r in cluster.helm_releases if r.name == component.name and r.namespace != component.namespace]
+    if elsewhere:
+        found = ", ".join(f"{r.namespace}/{r.name} {r.version}" for r in elsewhere)
+        return results.failed(
+            name,
+            PHASE,
+            f"{component.name}: installed in another namespace ({found}), recipe says {component.namespace}",
+        )
     tagged = [
         (w, image)
         for w in cluster.workloads
@@ -101,12 +109,8 @@ def installed(component: recipe.ComponentRef, cluster: snapshot.ClusterFacts | N
     )
     if component.type is not recipe.ComponentType.HELM and crd_only:
         return None  # nothing runs; its CRD asserts say whether it is installed
-    elsewhere = [r for r in cluster.helm_releases if r.name == component.name and r.namespace != component.namespace]
     images = sorted({i for w in cluster.workloads if w.namespace == component.namespace for i in w.images})
-    if elsewhere:
-        found = ", ".join(f"{r.namespace}/{r.name} {r.version}" for r in elsewhere)
-        detail = f"installed in another namespace ({found}), recipe says {component.namespace}"
-    elif component.type is recipe.ComponentType.HELM:
+    if component.type is recipe.ComponentType.HELM:
         detail = f"not installed: no Helm release {component.name} in {where}"
         detail += f" and no workload image tagged {component.version}"
     else:
