@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,17 @@ _COMPONENT_SPEC_FIELDS = (
     "manifestFiles",
 )
 _DIMENSION_RANK = {d: i for i, d in enumerate(criteria_model.DIMENSIONS)}
+# an exact release: 2-4 numeric parts, optional `v`, optional pre-release/build suffix
+_EXACT_VERSION = re.compile(r"^v?\d+(?:\.\d+){1,3}(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?(?:\+[0-9A-Za-z.-]+)?$")
+
+
+def pin_problem(version: str) -> str | None:
+    """Why `version` is not an exact pin (`latest`, a range, a wildcard, empty), or None."""
+    if not version.strip():
+        return "is empty"
+    if _EXACT_VERSION.match(version) is None:
+        return f"{version!r} is not an exact version (no latest, ranges or wildcards)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -267,6 +279,8 @@ def _parse_patch(raw: object, source: str) -> ComponentPatch:
             if not isinstance(value, str) or not value:
                 raise CatalogError(f"{where}: {key} must be a non-empty string")
             scalars[key] = value
+    if "version" in scalars and (problem := pin_problem(scalars["version"])):
+        raise CatalogError(f"{where}: version {problem}")
     if "type" in scalars and scalars["type"] not in {t.value for t in ComponentType}:
         raise CatalogError(allowed_values_message(where, "type", scalars["type"], [t.value for t in ComponentType]))
     values = raw.get("values")
@@ -345,7 +359,11 @@ def _parse_component(doc: Mapping[str, Any], source: str, folder: Path) -> Compo
     raw["name"] = name
     if manifests:
         raw["manifests"] = manifests
-    return ComponentRef.from_dict(raw, source=source)
+    ref = ComponentRef.from_dict(raw, source=source)
+    problem = pin_problem(ref.version)
+    if problem:
+        raise CatalogError(f"{source}: spec.version {problem}")
+    return ref
 
 
 def _assemble(overlays: list[Overlay], components: dict[str, ComponentRef], root: Path) -> Catalog:
