@@ -32,6 +32,11 @@ SCHEMA_VERSION = 1
 """Version of the HealthEvent record; bump when a field changes meaning or becomes required."""
 
 
+NODE_REMEDIATED_CHECK = "NodeRemediated"
+"""check_name of the event the remediation stage appends (STORE_AND_ANALYSE, not fatal, not
+healthy) each time it remediates a node, so the analyzer can count remediations per node."""
+
+
 class RecommendedAction(enum.Enum):
     """What the emitter recommends; the numbers are the NVSentinel proto's, gaps included."""
 
@@ -163,13 +168,14 @@ class HealthEvent:
     @functools.cached_property
     def idempotency_key(self) -> str:
         """sha256 of the canonical JSON of the event: same content, same key, one stored copy."""
-        return serialization.digest(self._content())
+        return serialization.digest(self.content())
 
     def entity_values(self, entity_type: EntityType) -> tuple[str, ...]:
         """Values of the impacted entities of one type, in event order."""
         return tuple(e.value for e in self.entities if e.type is entity_type)
 
-    def _content(self) -> dict[str, Any]:
+    def content(self) -> dict[str, Any]:
+        """The JSON-ready record without its key: what the key is derived from (and what CEL rules see)."""
         return {
             "schema_version": self.schema_version,
             "agent": self.agent,
@@ -191,8 +197,8 @@ class HealthEvent:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready mapping including the idempotency key (ignored again by `from_dict`)."""
-        return {**self._content(), "idempotency_key": self.idempotency_key}
+        """`content()` plus the idempotency key (`from_dict` checks a key it is given against the content)."""
+        return {**self.content(), "idempotency_key": self.idempotency_key}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "HealthEvent") -> HealthEvent:

@@ -613,9 +613,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _document(event: HealthEvent) -> str:
-    document = event.to_dict()
-    del document["idempotency_key"]  # derived again on read
-    return _json(document)
+    return _json(event.content())  # the key is derived again on read
 
 
 def _json(data: Mapping[str, Any]) -> str:

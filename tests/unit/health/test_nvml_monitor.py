@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pynvml
 import pytest
 
+from dsx.health import xid
 from dsx.health.monitors import nvml
 from dsx.health.monitors.fake_nvml import FakeGpu, FakeNvmlLibrary, installed
 from dsx.model.health import EntityType, HealthEvent, ProcessingStrategy, RecommendedAction
@@ -16,11 +17,13 @@ from dsx.model.health import EntityType, HealthEvent, ProcessingStrategy, Recomm
 NOW = 1_796_000_000.0
 
 
-def verdict(code: int) -> tuple[RecommendedAction, bool]:
+def verdict(code: int) -> xid.Verdict:
     """Stand-in classification: 79 restarts the host, 13 is the application's."""
-    return {79: (RecommendedAction.RESTART_BM, True), 13: (RecommendedAction.NONE, False)}.get(
-        code, (RecommendedAction.CONTACT_SUPPORT, True)
-    )
+    known = {
+        79: xid.Verdict("RESTART_BM", RecommendedAction.RESTART_BM, True, True),
+        13: xid.Verdict("RESTART_APP", RecommendedAction.NONE, False, True),
+    }
+    return known.get(code, xid.Verdict("UNKNOWN", RecommendedAction.CONTACT_SUPPORT, True, False))
 
 
 def gpu(index: int, **state: object) -> FakeGpu:
@@ -129,6 +132,7 @@ def test_xid_events_are_sent_once_each_with_the_catalog_verdict(
     assert len({e.idempotency_key for e in events}) == 3
     assert (events[0].is_fatal, events[0].recommended_action) == (True, RecommendedAction.RESTART_BM)
     assert (events[2].is_fatal, events[2].recommended_action) == (False, RecommendedAction.NONE)
+    assert events[2].metadata == {"immediate_action": "RESTART_APP"}
     assert monitor.poll() == events  # not stored yet: offered again, same keys
     monitor.commit()
     assert monitor.poll() == []
@@ -226,8 +230,13 @@ def test_the_fake_goes_through_pynvml_and_is_removed_after(library: FakeNvmlLibr
 
 
 def test_the_default_verdict_comes_from_the_xid_catalog() -> None:
-    assert nvml.catalog_verdict(79) == (RecommendedAction.RESTART_BM, True)
-    assert nvml.catalog_verdict(13) == (RecommendedAction.NONE, False)
+    fallen, graphics = nvml.catalog_verdict(79), nvml.catalog_verdict(13)
+    assert (fallen.recommended_action, fallen.is_fatal) == (RecommendedAction.RESTART_BM, True)
+    assert (graphics.recommended_action, graphics.is_fatal, graphics.immediate_action) == (
+        RecommendedAction.NONE,
+        False,
+        "RESTART_APP",
+    )
 
 
 def test_canonical_pci() -> None:

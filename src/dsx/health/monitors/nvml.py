@@ -57,14 +57,13 @@ NVLINK_COUNTERS = {
     pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA: "NVLINK_CRC_DATA_ERRORS",
 }
 
-XidVerdict = Callable[[int], tuple[RecommendedAction, bool]]
-"""Xid code → (recommended action, is_fatal)."""
+XidVerdict = Callable[[int], xid.Verdict]
+"""Xid code → what it means (action, fatality, NVIDIA's resolution bucket)."""
 
 
-def catalog_verdict(code: int) -> tuple[RecommendedAction, bool]:
+def catalog_verdict(code: int) -> xid.Verdict:
     """The Xid catalog's verdict for a code NVML reported (NVML gives no message text)."""
-    verdict = xid.default_catalog().classify(xid.Family.XID, code, "")
-    return verdict.recommended_action, verdict.is_fatal
+    return xid.default_catalog().classify(xid.Family.XID, code, "")
 
 
 @dataclass(frozen=True)
@@ -369,9 +368,13 @@ class NvmlMonitor:
             if gpu is None:
                 continue
             code = int(data.eventData)
-            action, fatal = self._xid_verdict(code)
-            condition = _Condition(False, fatal, action, (str(code),), f"NVML reported Xid {code}")
-            event = self._event(gpu, XID_CHECK, condition, now)
+            verdict = self._xid_verdict(code)
+            condition = _Condition(
+                False, verdict.is_fatal, verdict.recommended_action, (str(code),), f"NVML reported Xid {code}"
+            )
+            event = replace(
+                self._event(gpu, XID_CHECK, condition, now), metadata={"immediate_action": verdict.immediate_action}
+            )
             # two identical Xids in one poll are two occurrences: number them
             events.append(_numbered(event, sum(1 for e in events if e.error_codes == event.error_codes)))
 
