@@ -1,0 +1,223 @@
+"""Certification categories as data: load, validate and look up `dsx/catalog/certification/*.yaml`.
+
+A category names the workload (a collective or a training job), its default message-size
+sweep for clusters and for local CPU runs, and its thresholds. Loading compiles every CEL
+expression, so a broken catalog fails at load time with the file and field named.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dsx import catalog, cel, serialization
+from dsx.errors import CatalogError, NotFoundError, allowed_values_message
+from dsx.model import certification as model
+
+KIND = "CertificationCategory"
+CEL_VARIABLES = ("value", "reference")
+"""`value`: the measured metric; `reference`: the calibrated value of the same run shape (local)."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """nccl-tests -b/-e/-f/-n/-w."""
+
+    min_bytes: int
+    max_bytes: int
+    step_factor: int
+    iterations: int
+    warmup_iterations: int
+
+    def sizes(self) -> list[int]:
+        sizes, size = [], self.min_bytes
+        while size <= self.max_bytes:
+            sizes.append(size)
+            size *= self.step_factor
+        return sizes
+
+
+@dataclass(frozen=True)
+class TrainingShape:
+    steps: int
+    warmup_steps: int
+    log_interval: int = 1
+    hidden_size: int = 256
+    layers: int = 3
+    micro_batch_size: int = 16
+
+
+@dataclass(frozen=True)
+class ThresholdRule:
+    """One threshold and where it applies; empty match fields match anything."""
+
+    metric: model.Metric
+    expression: str
+    source: str
+    accelerator: str = ""
+    interconnect: str = ""
+    scale: model.Scale | None = None
+
+    def matches(self, accelerator: str, interconnect: str, scale: model.Scale) -> bool:
+        return (
+            (not self.accelerator or self.accelerator == accelerator)
+            and (not self.interconnect or self.interconnect == interconnect)
+            and (self.scale is None or self.scale == scale)
+        )
+
+    @property
+    def specificity(self) -> int:
+        return sum(1 for f in (self.accelerator, self.interconnect, self.scale) if f)
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    description: str
+    workload: model.WorkloadKind
+    scale: model.Scale
+    min_nodes: int
+    thresholds: tuple[ThresholdRule, ...]
+    local_thresholds: tuple[ThresholdRule, ...]
+    collective: model.Collective | None = None
+    binary: str = ""
+    data_type: str = "float"
+    sweep: Sweep | None = None
+    local_sweep: Sweep | None = None
+    training: TrainingShape | None = None
+    local_training: TrainingShape | None = None
+    source: str = ""
+
+
+def load_file(path: Path) -> Category:
+    raw = serialization.load_mapping_file(str(path))
+    where = path.name
+    _expect(raw.get("apiVersion") == model.API_VERSION, where, f"apiVersion must be {model.API_VERSION}")
+    _expect(raw.get("kind") == KIND, where, f"kind must be {KIND}")
+    metadata = _mapping(raw.get("metadata"), f"{where}: metadata")
+    spec = _mapping(raw.get("spec"), f"{where}: spec")
+    name = metadata.get("name")
+    _expect(isinstance(name, str) and name == path.stem, where, "metadata.name must equal the file name")
+    workload = _enum(model.WorkloadKind, spec.get("workload"), where, "spec.workload")
+    category = Category(
+        name=str(name),
+        description=str(metadata.get("description", "")),
+        workload=workload,
+        scale=_enum(model.Scale, spec.get("scale"), where, "spec.scale"),
+        min_nodes=int(spec.get("minNodes", 2)),
+        thresholds=tuple(_rules(spec.get("thresholds", []), f"{where}: spec.thresholds")),
+        local_thresholds=tuple(_rules(spec.get("localThresholds", []), f"{where}: spec.localThresholds")),
+        source=str(path),
+    )
+    if workload is model.WorkloadKind.COLLECTIVE:
+        return _replace(
+            category,
+            collective=_enum(model.Collective, spec.get("collective"), where, "spec.collective"),
+            binary=str(spec.get("binary", "")),
+            data_type=str(spec.get("dataType", "float")),
+            sweep=_sweep(spec.get("sweep"), f"{where}: spec.sweep"),
+            local_sweep=_sweep(spec.get("localSweep"), f"{where}: spec.localSweep"),
+        )
+    return _replace(
+        category,
+        training=_training(spec.get("training"), f"{where}: spec.training"),
+        local_training=_training(spec.get("localTraining"), f"{where}: spec.localTraining"),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def load_all() -> dict[str, Category]:
+    """Every shipped category by name, in name order."""
+    directory = catalog.path("certification")
+    return {c.name: c for c in (load_file(p) for p in sorted(directory.glob("*.yaml")))}
+
+
+def names() -> list[str]:
+    return list(load_all())
+
+
+def get(name: str) -> Category:
+    categories = load_all()
+    if name not in categories:
+        raise NotFoundError(allowed_values_message("categories", "category", name, list(categories)))
+    return categories[name]
+
+
+def _replace(category: Category, **changes: Any) -> Category:
+    from dataclasses import replace
+
+    return replace(category, **changes)
+
+
+def _rules(raw: Any, where: str) -> list[ThresholdRule]:
+    if not isinstance(raw, list):
+        raise CatalogError(f"{where}: must be a list")
+    rules = []
+    for index, entry in enumerate(raw):
+        at = f"{where}[{index}]"
+        entry = _mapping(entry, at)
+        expression = entry.get("expression")
+        _expect(isinstance(expression, str), at, "expression must be a CEL string")
+        _expect(bool(entry.get("source")), at, "source must say where the figure comes from")
+        cel.compile_expression(str(expression), CEL_VARIABLES, origin=f"{at}.expression")
+        scale = entry.get("scale")
+        rules.append(
+            ThresholdRule(
+                metric=_enum(model.Metric, entry.get("metric"), at, "metric"),
+                expression=str(expression),
+                source=str(entry["source"]),
+                accelerator=str(entry.get("accelerator", "")).lower(),
+                interconnect=str(entry.get("interconnect", "")).lower(),
+                scale=None if scale is None else _enum(model.Scale, scale, at, "scale"),
+            )
+        )
+    return rules
+
+
+def _sweep(raw: Any, where: str) -> Sweep:
+    entry = _mapping(raw, where)
+    sweep = Sweep(
+        min_bytes=model.parse_bytes(entry.get("minBytes"), f"{where}.minBytes"),
+        max_bytes=model.parse_bytes(entry.get("maxBytes"), f"{where}.maxBytes"),
+        step_factor=int(entry.get("stepFactor", 2)),
+        iterations=int(entry.get("iterations", 20)),
+        warmup_iterations=int(entry.get("warmupIterations", 5)),
+    )
+    _expect(sweep.min_bytes <= sweep.max_bytes, where, "minBytes must not exceed maxBytes")
+    _expect(sweep.step_factor >= 2 and sweep.iterations >= 1, where, "stepFactor ≥ 2 and iterations ≥ 1")
+    return sweep
+
+
+def _training(raw: Any, where: str) -> TrainingShape:
+    entry = _mapping(raw, where)
+    shape = TrainingShape(
+        steps=int(entry.get("steps", 0)),
+        warmup_steps=int(entry.get("warmupSteps", 0)),
+        log_interval=int(entry.get("logInterval", 1)),
+        hidden_size=int(entry.get("hiddenSize", 256)),
+        layers=int(entry.get("layers", 3)),
+        micro_batch_size=int(entry.get("microBatchSize", 16)),
+    )
+    _expect(shape.steps > shape.warmup_steps >= 0, where, "steps must exceed warmupSteps")
+    return shape
+
+
+def _mapping(raw: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise CatalogError(f"{where}: must be a mapping")
+    return raw
+
+
+def _enum(kind: Any, value: Any, where: str, field: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise CatalogError(allowed_values_message(where, field, value, [k.value for k in kind])) from None
+
+
+def _expect(condition: bool, where: str, message: str) -> None:
+    if not condition:
+        raise CatalogError(f"{where}: {message}")

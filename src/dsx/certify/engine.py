@@ -1,0 +1,353 @@
+"""Run a certification: categories one after another, groups, verdicts, fault isolation.
+
+Per category: group the eligible nodes at the category's scale, run every group once
+(screening), judge each run, then hand failed groups to the isolator, whose runs go through
+the same executor and the same judge. A confirmed node carries the failure of the run that
+confirmed it (reason, measured vs expected, evidence); nodes of a failed group that could not
+be narrowed down inherit the group's failure. A node passes when it passed every category.
+
+On executors that calibrate (local CPU), thresholds compare against a reference measured on
+this machine with the same workload shape (same category, same number of ranks) on no node
+in particular, so no fault injection applies: twice, keeping the worse value, so a lucky fast
+reference does not make healthy groups fail.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dsx.certify import catalog, grouping, isolation, measure, thresholds
+from dsx.certify.executor import Executor, Purpose, WorkloadRun
+from dsx.errors import BadInputError, UnavailableError
+from dsx.model import certification as model
+
+LOWER_IS_BETTER = frozenset({model.Metric.AVG_STEP_TIME_SECONDS})
+CALIBRATION_RUNS = 2
+
+
+@dataclass(frozen=True)
+class Event:
+    """A progress report: what just happened and how far along the run is."""
+
+    category: str
+    message: str
+    groups_done: int
+    groups_total: int
+    runs: int
+    eta_seconds: float | None
+
+
+Progress = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    group: grouping.Group
+    judgement: measure.Judgement
+
+
+@dataclass(frozen=True)
+class CategoryResult:
+    name: str
+    description: str
+    workload: model.WorkloadKind
+    scale: model.Scale
+    applied: Mapping[model.Metric, thresholds.Applied]
+    references: Mapping[int, Mapping[model.Metric, float]]  # world size → calibrated values
+    groups: tuple[GroupResult, ...]
+    isolation: isolation.Outcome | None
+    isolation_runs: Mapping[str, measure.Judgement]  # run name → judgement, for evidence
+    node_verdicts: Mapping[str, model.NodeVerdict]
+    runs: int
+    calibration_runs: int
+
+    @property
+    def status(self) -> model.Status:
+        if any(v.status is model.Status.FAILED for v in self.node_verdicts.values()):
+            return model.Status.FAILED
+        if any(not g.judgement.passed for g in self.groups) or (
+            self.isolation and self.isolation.infrastructure_faults
+        ):
+            return model.Status.FAILED
+        return model.Status.PASSED
+
+
+@dataclass(frozen=True)
+class CertificationResult:
+    spec: model.Certification
+    executor: str
+    architecture: str
+    nodes: tuple[str, ...]
+    excluded: Mapping[str, model.ExclusionCause]
+    categories: tuple[CategoryResult, ...]
+    node_verdicts: Mapping[str, model.NodeVerdict]
+    injections: tuple[model.FaultInjection, ...] = ()
+    duration_seconds: float = 0.0
+
+    @property
+    def result(self) -> model.Result:
+        return model.overall_result(
+            [v.status for v in self.node_verdicts.values()] + [c.status for c in self.categories]
+        )
+
+    @property
+    def failed_nodes(self) -> list[str]:
+        return sorted(n for n, v in self.node_verdicts.items() if v.status is model.Status.FAILED)
+
+    @property
+    def runs(self) -> int:
+        return sum(c.runs for c in self.categories)
+
+
+@dataclass
+class _Clock:
+    durations: list[float] = field(default_factory=list)
+
+    def eta(self, remaining_runs: int) -> float | None:
+        if not self.durations:
+            return None
+        return statistics.median(self.durations) * remaining_runs
+
+
+def certify(
+    spec: model.Certification,
+    executor: Executor,
+    *,
+    progress: Progress | None = None,
+) -> CertificationResult:
+    started = time.monotonic()
+    names = [c.name for c in spec.categories] or ["nccl-all-reduce"]
+    categories = [catalog.get(name) for name in names]
+    gpus_needed = spec.ranks_per_node if executor.kind != "local" else 0
+    plan = grouping.eligibility(executor.nodes(), spec.target, gpus_per_node=gpus_needed)
+    if not plan.eligible:
+        raise BadInputError("certification: no eligible node matches the target (see excluded nodes)")
+    accelerator = spec.accelerator or plan.architecture
+    results = []
+    for category in categories:
+        runner = _CategoryRunner(spec, executor, category, plan, accelerator, progress or (lambda _: None))
+        results.append(runner.run())
+    verdicts = _merge(plan, results)
+    return CertificationResult(
+        spec=spec,
+        executor=executor.kind,
+        architecture=accelerator,
+        nodes=tuple(n.name for n in plan.eligible),
+        excluded=plan.excluded,
+        categories=tuple(results),
+        node_verdicts=verdicts,
+        injections=spec.injections,
+        duration_seconds=time.monotonic() - started,
+    )
+
+
+def _merge(plan: grouping.Eligibility, results: Sequence[CategoryResult]) -> dict[str, model.NodeVerdict]:
+    verdicts: dict[str, model.NodeVerdict] = {}
+    for node in plan.eligible:
+        failed = [r.node_verdicts[node.name] for r in results if r.node_verdicts.get(node.name, None) is not None]
+        first = next((v for v in failed if v.status is model.Status.FAILED), None)
+        verdicts[node.name] = first or model.NodeVerdict(node.name, model.Status.PASSED)
+    for name, cause in plan.excluded.items():
+        verdicts[name] = model.NodeVerdict(name, model.Status.EXCLUDED, exclusion=cause)
+    return dict(sorted(verdicts.items()))
+
+
+class _CategoryRunner:
+    def __init__(
+        self,
+        spec: model.Certification,
+        executor: Executor,
+        category: catalog.Category,
+        plan: grouping.Eligibility,
+        accelerator: str,
+        progress: Progress,
+    ) -> None:
+        self.spec, self.executor, self.category, self.plan = spec, executor, category, plan
+        self.progress = progress
+        self.scale = spec.scale_for(category.name) or category.scale
+        context = thresholds.Context(accelerator, spec.interconnect, self.scale, local=executor.calibrates)
+        self.applied = thresholds.select(category, context, spec.thresholds_for(category.name))
+        self.references: dict[int, dict[model.Metric, float]] = {}
+        self.runs = 0
+        self.calibration_runs = 0
+        self.judgements: dict[str, measure.Judgement] = {}
+        self.clock = _Clock()
+        self.groups_total = 0
+        self.groups_done = 0
+        self._sequence = 0
+
+    # --- screening ----------------------------------------------------------------------------
+
+    def run(self) -> CategoryResult:
+        groups = grouping.partition(self.plan.eligible, self.scale, min_nodes=self.category.min_nodes)
+        self.groups_total = len(groups)
+        results: list[GroupResult] = []
+        for group in groups:
+            (judgement,) = self._judge([group.nodes], Purpose.GROUP, [group.name])
+            self.groups_done += 1
+            results.append(GroupResult(group, judgement))
+            self._tell(f"group {group.name} ({len(group.nodes)} nodes): {_summary(judgement)}")
+        failed = [r for r in results if not r.judgement.passed]
+        outcome = None
+        verdicts: dict[str, model.NodeVerdict] = {}
+        if failed and self.spec.isolate and any(len(r.group.nodes) > 1 for r in failed):
+            outcome = self._isolate(results)
+            for result in results:
+                for node in result.group.nodes:
+                    if node in outcome.faulty:
+                        verdicts[node] = model.NodeVerdict(
+                            node, model.Status.FAILED, _failure(outcome.faulty[node]), group=result.group.name
+                        )
+                    elif node in outcome.unresolved:
+                        detail = _failure(outcome.unresolved[node]) or result.judgement.failure
+                        verdicts[node] = model.NodeVerdict(node, model.Status.FAILED, detail, group=result.group.name)
+        for result in results:
+            for node in result.group.nodes:
+                if node in verdicts or node in result.group.borrowed:
+                    continue
+                if result.judgement.passed or outcome is not None:
+                    verdicts[node] = model.NodeVerdict(node, model.Status.PASSED, group=result.group.name)
+                else:
+                    verdicts[node] = model.NodeVerdict(
+                        node, model.Status.FAILED, result.judgement.failure, group=result.group.name
+                    )
+        for result in results:  # a borrowed node is judged by its home group
+            for node in result.group.borrowed:
+                verdicts.setdefault(node, model.NodeVerdict(node, model.Status.PASSED, group=result.group.name))
+        return CategoryResult(
+            name=self.category.name,
+            description=self.category.description,
+            workload=self.category.workload,
+            scale=self.scale,
+            applied=self.applied,
+            references={k: dict(v) for k, v in sorted(self.references.items())},
+            groups=tuple(results),
+            isolation=outcome,
+            isolation_runs=dict(self.judgements),
+            node_verdicts=dict(sorted(verdicts.items())),
+            runs=self.runs,
+            calibration_runs=self.calibration_runs,
+        )
+
+    # --- isolation ----------------------------------------------------------------------------
+
+    def _isolate(self, results: Sequence[GroupResult]) -> isolation.Outcome:
+        healthy = [n for r in results if r.judgement.passed for n in r.group.nodes]
+        failed = [r for r in results if not r.judgement.passed and len(r.group.nodes) > 1]
+        nodes = sorted({n for r in failed for n in r.group.nodes})
+        self._tell(f"isolating {len(nodes)} node(s) in {len(failed)} failed group(s)")
+        domains = grouping.domains(n for n in self.plan.eligible)
+        isolator = isolation.Isolator(
+            self._probe,
+            healthy=healthy,
+            domains=domains,
+            max_runs=4 * len(self.plan.eligible) + 16,
+        )
+        return isolator.isolate([r.group.nodes for r in failed], [r.judgement for r in failed])
+
+    def _probe(self, groups: Sequence[tuple[str, ...]], stage: isolation.Stage) -> list[isolation.ProbeVerdict]:
+        names = []
+        for _ in groups:
+            self._sequence += 1
+            names.append(f"{stage.value}-{self._sequence}")
+        judgements = self._judge(groups, Purpose.ISOLATION, names)
+        verdicts = []
+        for group, judgement in zip(groups, judgements, strict=True):
+            self.judgements[judgement.run] = judgement
+            self._tell(f"{stage.value} {', '.join(group)}: {_summary(judgement)}")
+            verdicts.append(isolation.ProbeVerdict(judgement.passed, judgement))
+        return verdicts
+
+    # --- running ------------------------------------------------------------------------------
+
+    def _judge(
+        self, groups: Sequence[tuple[str, ...]], purpose: Purpose, names: Sequence[str]
+    ) -> list[measure.Judgement]:
+        runs = [
+            self._workload(f"{self.category.name}/{name}", nodes, purpose)
+            for name, nodes in zip(names, groups, strict=True)
+        ]
+        references = [self._reference(r.world_size) for r in runs]
+        outcomes = self.executor.run(runs)
+        self.runs += len(runs)
+        out = []
+        for outcome, reference in zip(outcomes, references, strict=True):
+            self.clock.durations.append(outcome.duration_seconds)
+            out.append(measure.judge(outcome, self.applied, reference))
+        return out
+
+    def _workload(self, name: str, nodes: Sequence[str], purpose: Purpose) -> WorkloadRun:
+        return WorkloadRun(
+            name=name,
+            category=self.category,
+            nodes=tuple(nodes),
+            ranks_per_node=self.spec.ranks_per_node,
+            timeouts=self.spec.timeouts,
+            purpose=purpose,
+        )
+
+    def _reference(self, world_size: int) -> dict[model.Metric, float] | None:
+        if not self.executor.calibrates:
+            return None
+        if world_size in self.references:
+            return self.references[world_size]
+        nodes = world_size // self.spec.ranks_per_node
+        names = tuple(f"calibration-{i}" for i in range(nodes))
+        runs = [
+            self._workload(f"{self.category.name}/calibration-{world_size}r-{i}", names, Purpose.CALIBRATION)
+            for i in range(CALIBRATION_RUNS)
+        ]
+        self._tell(f"calibrating the local reference for {world_size} rank(s)")
+        values: dict[model.Metric, list[float]] = {}
+        for outcome in self.executor.run(runs):
+            self.calibration_runs += 1
+            judgement = measure.judge(outcome, {}, None)
+            if judgement.failure is not None:
+                raise UnavailableError(
+                    f"{self.category.name}: the calibration run on {world_size} rank(s) failed: "
+                    f"{judgement.failure.message}"
+                )
+            for metric, value in judgement.measurement.metrics.items():
+                values.setdefault(metric, []).append(value)
+        reference = {m: (max(v) if m in LOWER_IS_BETTER else min(v)) for m, v in values.items()}
+        self.references[world_size] = reference
+        return reference
+
+    def _tell(self, message: str) -> None:
+        remaining = self.groups_total - self.groups_done
+        self.progress(
+            Event(
+                category=self.category.name,
+                message=message,
+                groups_done=self.groups_done,
+                groups_total=self.groups_total,
+                runs=self.runs,
+                eta_seconds=self.clock.eta(remaining),
+            )
+        )
+
+
+def _failure(detail: object) -> model.Failure | None:
+    return detail.failure if isinstance(detail, measure.Judgement) else None
+
+
+def _summary(judgement: measure.Judgement) -> str:
+    metrics = judgement.measurement.metrics
+    shown = ""
+    if model.Metric.BUS_BANDWIDTH_GBPS in metrics:
+        shown = f" busbw {metrics[model.Metric.BUS_BANDWIDTH_GBPS]:.3g} GB/s"
+    elif model.Metric.AVG_STEP_TIME_SECONDS in metrics:
+        shown = f" step {metrics[model.Metric.AVG_STEP_TIME_SECONDS] * 1e3:.3g} ms"
+    verdict = "PASSED" if judgement.failure is None else f"FAILED ({judgement.failure.reason.value})"
+    return f"{verdict}{shown} in {judgement.duration_seconds:.1f} s"
+
+
+def isolation_bound(nodes: int, faulty: int) -> int:
+    """k·⌈log2(N/k)⌉ + 2k: the run budget the isolation aims for after screening."""
+    if faulty <= 0:
+        return 0
+    return faulty * math.ceil(math.log2(max(nodes / faulty, 1))) + 2 * faulty

@@ -1,0 +1,507 @@
+"""One rank of a local certification workload, and a fork server that starts ranks cheaply.
+
+`python -m dsx.certify.local.worker run ...` is one rank, configured like a torchrun child
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: env:// rendezvous); it also runs
+unchanged in a pod. It measures a collective sweep and prints nccl-tests' table (rank 0), or
+trains a small model with DDP and prints Megatron-style iteration lines (every rank, so each
+node's log carries its own step times).
+
+`... serve` is the fork server the local executor talks to: importing torch costs seconds of
+CPU, so the server imports it once and forks one child per rank; each child is a real
+process with its own exit code, logs and rendezvous, killed on its own when it hangs.
+
+Injected faults (DSX_FAULT) act inside the ranks of the faulty node: `slow` stretches every
+timed operation to `slow_factor` times its duration (the node's link runs at 1/slow_factor of
+its rate, whatever this machine's speed), `hang` stalls after the first result, `crash` exits
+134 after the first result, `corrupt` perturbs the node's received data so validation counts
+wrong elements (training: its parameter replica drifts).
+
+torch is imported here only, lazily (DEVELOPERS.md: the collectives extra is optional).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from dsx.certify import collectives
+from dsx.certify.parsing import nccl, training
+from dsx.model.certification import Collective, FaultKind
+
+CRASH_EXIT_CODE = 134
+"""What a rank killed by an abort reports through a shell (128 + SIGABRT)."""
+
+WRONG_RESULTS_MARKER = "replicas out of sync"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return serve()
+    return run(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m dsx.certify.local.worker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="fork server: read JSON requests on stdin, fork one rank per request")
+    run_parser = sub.add_parser("run", help="run one rank (env:// rendezvous)")
+    run_parser.add_argument("--workload", choices=["collective", "training"], required=True)
+    run_parser.add_argument("--collective", choices=[c.value for c in Collective], default="all_reduce")
+    run_parser.add_argument("--data-type", default="float", choices=sorted(collectives.TYPE_SIZES))
+    run_parser.add_argument("--min-bytes", type=int, default=4096)
+    run_parser.add_argument("--max-bytes", type=int, default=1 << 20)
+    run_parser.add_argument("--step-factor", type=int, default=4)
+    run_parser.add_argument("--iters", type=int, default=10)
+    run_parser.add_argument("--warmup-iters", type=int, default=3)
+    run_parser.add_argument("--steps", type=int, default=12)
+    run_parser.add_argument("--warmup-steps", type=int, default=2)
+    run_parser.add_argument("--log-interval", type=int, default=1)
+    run_parser.add_argument("--hidden-size", type=int, default=256)
+    run_parser.add_argument("--layers", type=int, default=3)
+    run_parser.add_argument("--micro-batch-size", type=int, default=16)
+    run_parser.add_argument("--slow-factor", type=float, default=float(os.environ.get("DSX_SLOW_FACTOR", "5")))
+    run_parser.add_argument(
+        "--timeout-seconds", type=float, default=float(os.environ.get("DSX_TIMEOUT_SECONDS", "600"))
+    )
+    return parser
+
+
+# --- one rank ---------------------------------------------------------------------------------
+
+
+class _Rank:
+    """Identity and fault of this process, read from the torchrun-style environment."""
+
+    def __init__(self) -> None:
+        self.rank = int(os.environ["RANK"])
+        self.world = int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.node = os.environ.get("DSX_NODE_NAME") or socket.gethostname()
+        fault = os.environ.get("DSX_FAULT", "")
+        self.fault = FaultKind(fault) if fault else None
+
+    def say(self, message: str) -> None:
+        """A line on stderr naming the rank and node, like a launcher prefix would."""
+        sys.stderr.write(f"dsx-worker: rank {self.rank} on {self.node}: {message}\n")
+        sys.stderr.flush()
+
+    def fault_point(self) -> None:
+        """Where hang and crash strike: after the first result, mid-run like a real fault."""
+        if self.fault is FaultKind.CRASH:
+            self.say(f"injected crash, exiting with code {CRASH_EXIT_CODE}")
+            sys.stdout.flush()
+            os._exit(CRASH_EXIT_CODE)
+        if self.fault is FaultKind.HANG:
+            self.say("injected hang, stalling")
+            while True:
+                time.sleep(3600)
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    me = _Rank()
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        me.say("torch is not installed; install the collectives extra: pip install 'dsx[collectives]'")
+        return 2
+    torch.set_num_threads(1)
+    backend, device = _backend(torch, me)
+    try:
+        dist.init_process_group(
+            backend=backend,
+            init_method="env://",
+            rank=me.rank,
+            world_size=me.world,
+            timeout=datetime.timedelta(seconds=args.timeout_seconds),
+        )
+        if args.workload == "collective":
+            _collective_sweep(args, me, torch, dist, device)
+        else:
+            _train(args, me, torch, dist, device)
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception as exc:  # a peer died or the transport failed: report and exit like a rank would
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        me.say(f"{type(exc).__name__}: {first}")
+        sys.stdout.flush()
+        return 1
+    sys.stdout.flush()
+    return 0
+
+
+def _backend(torch: Any, me: _Rank) -> tuple[str, Any]:
+    wanted = os.environ.get("DSX_CERTIFY_BACKEND", "")
+    if (wanted == "nccl" or not wanted) and torch.cuda.is_available() and torch.cuda.device_count() > me.local_rank:
+        torch.cuda.set_device(me.local_rank)
+        return "nccl", torch.device("cuda", me.local_rank)
+    return "gloo", torch.device("cpu")
+
+
+def _collective_sweep(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any, device: Any) -> None:
+    collective = Collective(args.collective)
+    binary = f"{collective.value}_perf"
+    dtype = _dtype(torch, args.data_type)
+    type_size = collectives.TYPE_SIZES[args.data_type]
+    ranks: list[Any] = [None] * me.world
+    dist.all_gather_object(ranks, (me.rank, os.getpid(), me.node, f"{device.type} ({dist.get_backend()})"))
+    if me.rank == 0:
+        head = [
+            f"# Collective test starting: {binary}",
+            f"# nThread 1 nGpus 1 minBytes {args.min_bytes} maxBytes {args.max_bytes} step: {args.step_factor}(factor) "
+            f"warmup iters: {args.warmup_iters} iters: {args.iters} agg iters: 1 validation: 1 graph: 0",
+            "#",
+            "# Using devices",
+        ]
+        for rank, pid, host, name in ranks:
+            head.append(
+                nccl.format_device(nccl.RankDevice(rank=rank, host=host, pid=pid, device=0, bus_id="0x00", name=name))
+            )
+        table_head = nccl.format_table([]).splitlines()[:4]  # label, header and units lines
+        _emit("\n".join(head + table_head) + "\n")
+    rows: list[nccl.ResultRow] = []
+    size = args.min_bytes
+    while size <= args.max_bytes:
+        count = collectives.count(collective, size, me.world, type_size)
+        if count == 0:
+            size *= args.step_factor
+            continue
+        moved = collectives.buffer_bytes(collective, size, me.world, type_size)
+        times, wrongs = [], []
+        for in_place in (False, True):
+            op = _Operation(collective, count, dtype, me, torch, dist, device, in_place)
+            times.append(op.time(args.iters, args.warmup_iters, args.slow_factor) * 1e6)
+            wrong = op.validate()
+            wrongs.append(None if in_place and collective is Collective.ALLTOALL else wrong)  # nccl-tests: N/A
+        row = nccl.measure_row(
+            collective.value,
+            size_bytes=moved,
+            count=count,
+            type_name=args.data_type,
+            redop=collectives.redop(collective),
+            root=collectives.root(collective),
+            ranks=me.world,
+            out_of_place_us=times[0],
+            in_place_us=times[1],
+            out_of_place_wrong=wrongs[0],
+            in_place_wrong=wrongs[1],
+        )
+        rows.append(row)
+        if me.rank == 0:
+            _emit(nccl.format_row(row) + "\n")
+        me.fault_point()
+        size *= args.step_factor
+    if me.rank == 0:
+        footer = nccl.format_table(rows).splitlines()[-3:]  # out-of-bounds, average, closing "#"
+        _emit("\n".join(footer) + f"\n# Collective test concluded: {binary}\n")
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+class _Operation:
+    """One collective at one size: buffers, the timed loop and the validation pass."""
+
+    def __init__(
+        self,
+        collective: Collective,
+        count: int,
+        dtype: Any,
+        me: _Rank,
+        torch: Any,
+        dist: Any,
+        device: Any,
+        in_place: bool,
+    ) -> None:
+        self.collective, self.count, self.dtype = collective, count, dtype
+        self.me, self.torch, self.dist, self.device, self.in_place = me, torch, dist, device, in_place
+        n = me.world
+        split = collective in (Collective.ALL_GATHER, Collective.ALLTOALL, Collective.REDUCE_SCATTER)
+        send_len = count * n if collective in (Collective.ALLTOALL, Collective.REDUCE_SCATTER) else count
+        recv_len = count * n if collective in (Collective.ALL_GATHER, Collective.ALLTOALL) else count
+        if not split:
+            send_len = recv_len = count
+        self.send = self._pattern(send_len, me.rank)
+        self.recv = torch.zeros(recv_len, dtype=dtype, device=device)
+
+    def _pattern(self, length: int, rank: int) -> Any:
+        """Small integers, exact in every data type: element i of rank r is (r + 1 + i) % 7."""
+        values = (self.torch.arange(length, device=self.device) + rank + 1) % 7
+        return values.to(self.dtype)
+
+    def _once(self) -> None:
+        torch, dist, c = self.torch, self.dist, self.collective
+        if c is Collective.ALL_REDUCE:
+            if not self.in_place:
+                self.recv.copy_(self.send)
+            dist.all_reduce(self.recv if not self.in_place else self.send)
+        elif c is Collective.BROADCAST:
+            if not self.in_place:
+                self.recv.copy_(self.send)
+            dist.broadcast(self.recv if not self.in_place else self.send, src=0)
+        elif c is Collective.ALL_GATHER:
+            if self.in_place:
+                chunk = self.recv.narrow(0, self.me.rank * self.count, self.count)
+                chunk.copy_(self.send)
+                dist.all_gather_into_tensor(self.recv, chunk)
+            else:
+                dist.all_gather_into_tensor(self.recv, self.send)
+        elif c is Collective.REDUCE_SCATTER:
+            if self.in_place:
+                staged = self.send.clone()
+                dist.reduce_scatter_tensor(staged.narrow(0, self.me.rank * self.count, self.count), staged)
+                self.recv.copy_(staged.narrow(0, self.me.rank * self.count, self.count))
+            else:
+                dist.reduce_scatter_tensor(self.recv, self.send)
+        else:
+            dist.all_to_all_single(self.recv, self.send if not self.in_place else self.send.clone())
+        del torch
+
+    def time(self, iterations: int, warmup: int, slow_factor: float) -> float:
+        """Seconds per operation: the slowest rank's mean, as every rank waits for it."""
+        for _ in range(warmup):
+            self._once()
+        self._sync()
+        self.dist.barrier()
+        total = 0.0
+        for _ in range(iterations):
+            start = time.perf_counter()
+            self._once()
+            self._sync()
+            elapsed = time.perf_counter() - start
+            if self.me.fault is FaultKind.SLOW:
+                time.sleep(elapsed * (slow_factor - 1.0))
+            total += time.perf_counter() - start
+        slowest = self.torch.tensor([total / iterations], dtype=self.torch.float64, device=self.device)
+        self.dist.all_reduce(slowest, op=self.dist.ReduceOp.MAX)
+        return float(slowest.item())
+
+    def validate(self) -> int:
+        """Run once on fresh data and count wrong elements over all ranks (nccl-tests #wrong)."""
+        n, torch = self.me.world, self.torch
+        self.send = self._pattern(self.send.numel(), self.me.rank)
+        self.recv.zero_()
+        self._once()
+        result = (
+            self.send
+            if self.in_place and self.collective in (Collective.ALL_REDUCE, Collective.BROADCAST)
+            else self.recv
+        )
+        if self.me.fault is FaultKind.CORRUPT:
+            result.view(-1)[:: max(1, result.numel() // 8)] += 3
+        expected = self._expected(n)
+        wrong = torch.tensor(
+            [int((result.to(torch.float64) != expected).sum().item())], dtype=torch.int64, device=self.device
+        )
+        self.dist.all_reduce(wrong)
+        return int(wrong.item())
+
+    def _expected(self, n: int) -> Any:
+        torch, c, count = self.torch, self.collective, self.count
+
+        def pattern(length: int, rank: int, offset: int = 0) -> Any:
+            return ((torch.arange(length, dtype=torch.int64, device=self.device) + offset + rank + 1) % 7).to(
+                torch.float64
+            )
+
+        if c is Collective.ALL_REDUCE:
+            return sum(pattern(count, r) for r in range(n))
+        if c is Collective.BROADCAST:
+            return pattern(count, 0)
+        if c is Collective.ALL_GATHER:
+            return torch.cat([pattern(count, r) for r in range(n)])
+        if c is Collective.REDUCE_SCATTER:
+            return sum(pattern(count, r, self.me.rank * count) for r in range(n))
+        # all-to-all: chunk j of the output is chunk `rank` of rank j's input
+        return torch.cat([pattern(count, j, self.me.rank * count) for j in range(n)])
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+
+def _dtype(torch: Any, name: str) -> Any:
+    return {
+        "float": torch.float32,
+        "double": torch.float64,
+        "half": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "int32": torch.int32,
+        "int64": torch.int64,
+        "uint8": torch.uint8,
+        "int8": torch.int8,
+    }[name]
+
+
+# --- training ---------------------------------------------------------------------------------
+
+
+def _train(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any, device: Any) -> None:
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(1234)  # identical initial replicas, as DDP requires
+    layers: list[Any] = []
+    for _ in range(args.layers):
+        layers += [torch.nn.Linear(args.hidden_size, args.hidden_size), torch.nn.GELU()]
+    layers.append(torch.nn.Linear(args.hidden_size, 16))
+    net = torch.nn.Sequential(*layers).to(device)
+    model = DistributedDataParallel(net) if device.type == "cpu" else DistributedDataParallel(net, device_ids=[device])
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(1000 + me.rank)
+    inputs = torch.randn(args.micro_batch_size, args.hidden_size, generator=generator).to(device)
+    labels = torch.randint(0, 16, (args.micro_batch_size,), generator=generator).to(device)
+    parameters = sum(p.numel() for p in net.parameters())
+    global_batch = args.micro_batch_size * me.world
+    _megatron_line(
+        f"using world size: {me.world}, data-parallel size: {me.world}, context-parallel size: 1, "
+        f"tensor-model-parallel size: 1, pipeline-model-parallel size: 1"
+    )
+    window: list[float] = []
+    for step in range(1, args.steps + 1):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+        if me.fault is FaultKind.SLOW:
+            time.sleep(elapsed * (args.slow_factor - 1.0))
+        if me.fault is FaultKind.CORRUPT:
+            with torch.no_grad():
+                next(net.parameters()).view(-1)[0] += 1.0
+        window.append(time.perf_counter() - start)
+        if step % args.log_interval == 0:
+            step_seconds = sum(window) / len(window)
+            window.clear()
+            _emit(
+                training.format_dsx_train_line(
+                    step=step,
+                    total_steps=args.steps,
+                    step_time_ms=step_seconds * 1e3,
+                    tflops_per_gpu=6.0 * parameters * args.micro_batch_size / step_seconds / 1e12,
+                    tokens_per_second=global_batch / step_seconds,
+                    loss=float(loss.item()),
+                    global_batch_size=global_batch,
+                    timestamp=datetime.datetime.now(),
+                )
+                + "\n"
+            )
+        if step == args.warmup_steps + 1:
+            me.fault_point()
+    checksum = torch.tensor([sum(float(p.double().sum().item()) for p in net.parameters())], dtype=torch.float64)
+    sums = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(me.world)]
+    dist.all_gather(sums, checksum.to(device))
+    drifted = [r for r, s in enumerate(sums) if not math.isclose(float(s.item()), float(sums[0].item()), rel_tol=1e-9)]
+    if drifted:
+        _megatron_line(f"validation: {WRONG_RESULTS_MARKER}: ranks {drifted} differ from rank 0")
+    _megatron_line("[after training is done]")
+
+
+def _megatron_line(text: str) -> None:
+    _emit(f" [{datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S.%f')}] {text}\n")
+
+
+# --- fork server ------------------------------------------------------------------------------
+
+
+def serve() -> int:
+    """Read one JSON request per line on stdin; answer with JSON lines on stdout.
+
+    Request: {"id", "argv", "env", "log"}: fork a rank with `env` added to the environment,
+    stdout and stderr appended to `log`. Answers: {"id", "pid"} once forked and
+    {"id", "exit"} when it ends (negative: killed by that signal). EOF on stdin ends the server
+    and kills the ranks still running.
+    """
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    import torch.distributed
+
+    torch.set_num_threads(1)
+    children: dict[int, str] = {}
+    out = sys.stdout
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
+    stdin = sys.stdin.fileno()
+    buffer = b""
+    open_input = True
+    while open_input or children:
+        readable, _, _ = select.select([stdin] if open_input else [], [], [], 0.05)
+        if readable:
+            chunk = os.read(stdin, 65536)
+            if not chunk:
+                open_input = False
+                for pid in children:
+                    _kill(pid)
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if line.strip():
+                    request = json.loads(line)
+                    pid = _fork_rank(request)
+                    children[pid] = request["id"]
+                    out.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
+                    out.flush()
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            ident = children.pop(pid, None)
+            if ident is not None:
+                code = os.waitstatus_to_exitcode(status)
+                out.write(json.dumps({"id": ident, "exit": code}) + "\n")
+                out.flush()
+    return 0
+
+
+def _fork_rank(request: dict[str, Any]) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+        code = main(request["argv"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException as exc:  # the child must never return into the server loop
+        sys.stderr.write(f"dsx-worker: {type(exc).__name__}: {exc}\n")
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
