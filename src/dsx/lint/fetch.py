@@ -63,6 +63,8 @@ class RepositoryFetcher:
         self.timeout_seconds = timeout_seconds
         self.plain_http_registries = plain_http_registries
         """Talk to OCI registries over http:// (a local test registry), like `helm --plain-http`."""
+        self._indexes: dict[str, Any] = {}
+        """Repository indexes (or the reason they could not be read) by URL: one download per run."""
 
     def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
         name = sources.chart_name(component)
@@ -93,7 +95,7 @@ class RepositoryFetcher:
 
     def _download_from_repository(self, repository: str, name: str, version: str) -> tuple[bytes, str]:
         index_url = repository.rstrip("/") + "/index.yaml"
-        index = _parse_index(self._get_ok(index_url).body, index_url)
+        index = self._index(index_url)
         entries = index.get("entries") if isinstance(index, dict) else None
         versions = entries.get(name) if isinstance(entries, dict) else None
         if not isinstance(versions, list):
@@ -111,6 +113,17 @@ class RepositoryFetcher:
         if expected:
             _check_digest(data, f"sha256:{expected}", archive_url)
         return data, archive_url
+
+    def _index(self, url: str) -> Any:
+        if url not in self._indexes:
+            try:
+                self._indexes[url] = _parse_index(self._get_ok(url).body, url)
+            except sources.ChartUnavailable as exc:
+                self._indexes[url] = exc
+        index = self._indexes[url]
+        if isinstance(index, sources.ChartUnavailable):
+            raise sources.ChartUnavailable(str(index))
+        return index
 
     # --- OCI registry -------------------------------------------------------------------------
 

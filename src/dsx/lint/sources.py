@@ -19,7 +19,14 @@ from dsx.model.recipe import ComponentRef
 
 
 class ChartUnavailable(NotFoundError):
-    """No chart data for a component at its pinned version; the message is the reason."""
+    """No chart data for a component at its pinned version; the message is the reason.
+
+    `looked` is the short part one source contributes when a chain joins every source's answer.
+    """
+
+    def __init__(self, message: str, *, looked: str = "") -> None:
+        super().__init__(message)
+        self.looked = looked or message
 
 
 class ChartSource(Protocol):
@@ -41,9 +48,10 @@ def version_spellings(version: str) -> list[str]:
 class DirectorySource:
     """Charts laid out as `<root>/<chart>/<version>/` (the dsx cache layout or unpacked charts)."""
 
-    def __init__(self, root: Path, label: str) -> None:
+    def __init__(self, root: Path, label: str, *, show_root: bool = True) -> None:
         self.root = root
         self.label = label
+        self.show_root = show_root
 
     def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
         name = chart_name(component)
@@ -53,7 +61,8 @@ class DirectorySource:
                 return chart_data.load_chart_dir(
                     directory, name=name, version=component.version, origin=f"{self.label} {name}/{version}"
                 )
-        raise ChartUnavailable(f"no {name}/{component.version} in {self.label} ({self.root})")
+        looked = f"not in {self.label} ({self.root})" if self.show_root else f"not in {self.label}"
+        raise ChartUnavailable(f"{_no_data(component)}: {looked}", looked=looked)
 
 
 class ChainSource:
@@ -68,8 +77,12 @@ class ChainSource:
             try:
                 return source.chart_for(component)
             except ChartUnavailable as exc:
-                reasons.append(str(exc))
-        raise ChartUnavailable("; ".join(reasons) or "no chart source configured")
+                reasons.append(exc.looked)
+        raise ChartUnavailable(f"{_no_data(component)}: {'; '.join(reasons) or 'no chart source configured'}")
+
+
+def _no_data(component: ComponentRef) -> str:
+    return f"no chart data for {chart_name(component)} {component.version}"
 
 
 def packaged_charts() -> Path:
@@ -85,7 +98,7 @@ def default_source(
     chain: list[ChartSource] = []
     if charts_dir is not None:
         chain.append(DirectorySource(charts_dir, "--charts"))
-    chain += [DirectorySource(cache, "chart cache"), DirectorySource(packaged_charts(), "dsx catalog")]
+    chain += [DirectorySource(cache, "chart cache"), DirectorySource(packaged_charts(), "dsx catalog", show_root=False)]
     if offline:
         chain.append(_Offline())
     else:
@@ -97,4 +110,5 @@ def default_source(
 
 class _Offline:
     def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
-        raise ChartUnavailable(f"not fetched from {component.source or 'its repository'} (offline)")
+        looked = f"not fetched from {component.source or 'its repository'} (offline)"
+        raise ChartUnavailable(f"{_no_data(component)}: {looked}", looked=looked)

@@ -235,7 +235,7 @@ def test_components_without_chart_data_are_not_linted_and_do_not_fail(
 
     assert report.ok
     assert [(n.component, n.reason.split(" (")[0]) for n in report.not_linted] == [
-        ("cert-manager", "no cert-manager/v1.17.2 in test data"),
+        ("cert-manager", "no chart data for cert-manager v1.17.2: not in test data"),
         ("tuning", "Manifest component: no Helm values to check"),
     ]
     assert [(c.component, c.origin) for c in report.linted] == [

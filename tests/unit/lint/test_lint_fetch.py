@@ -207,6 +207,10 @@ def test_a_missing_chart_or_version_names_the_index(
         fetcher.chart_for(helm_component("other", "1.0.0", {}, source=repo))
     with pytest.raises(sources.ChartUnavailable, match=r"/nowhere/index\.yaml: HTTP 404"):
         fetcher.chart_for(helm_component("demo", "1.2.0", {}, source=f"{chart_server.url}/nowhere"))
+    with pytest.raises(sources.ChartUnavailable, match=r"/nowhere/index\.yaml: HTTP 404"):
+        fetcher.chart_for(helm_component("other", "1.0.0", {}, source=f"{chart_server.url}/nowhere"))
+    assert chart_server.requests.count("/repo/index.yaml") == 1
+    assert chart_server.requests.count("/nowhere/index.yaml") == 1
 
 
 def test_an_unreachable_repository_is_reported_not_linted(
@@ -223,7 +227,8 @@ def test_an_unreachable_repository_is_reported_not_linted(
     assert report.ok
     assert [n.component for n in report.not_linted] == ["demo"]
     assert "cannot connect" in report.not_linted[0].reason
-    assert "no demo/1.2.0 in dsx catalog" in report.not_linted[0].reason
+    assert report.not_linted[0].reason.startswith("no chart data for demo 1.2.0: not in chart cache (")
+    assert "; not in dsx catalog; " in report.not_linted[0].reason
 
 
 def test_offline_lookup_never_touches_the_network(
