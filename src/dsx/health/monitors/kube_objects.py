@@ -1,0 +1,173 @@
+"""Kubernetes-object monitor: CEL policies over Node objects (conditions, labels, capacity) → events.
+
+Why: some faults are visible only in the API — a node that went NotReady, a GPU the device
+plugin stopped advertising, a condition set by node-problem-detector. As in NVSentinel's
+kubernetes-object-monitor, a policy is a CEL predicate: true means unhealthy. This module is
+pure: it is handed Node objects as plain dicts (from a watch in `dsx.kube`, or a test) and
+remembers each (node, policy) verdict, sending an event only when it changes. The first
+verdict for a node is always sent — a healthy one is the baseline that lets the pipeline
+release a node that recovered while the monitor was down.
+
+CEL variables: `node` (the Node object as a dict) and `now_seconds` (epoch seconds, a double).
+Policies: `src/dsx/catalog/rules/kube_objects.yaml` (kind NodePolicies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from dsx import catalog, cel, serialization
+from dsx.errors import BadInputError, allowed_values_message
+from dsx.model.health import HealthEvent, RecommendedAction
+
+AGENT = "kubernetes-object-monitor"
+API_VERSION = "dsx.health/v1alpha1"
+KIND = "NodePolicies"
+POLICIES_PATH = catalog.path("rules", "kube_objects.yaml")
+VARIABLES = ("node", "now_seconds")
+_POLICY_KEYS = ("name", "description", "enabled", "predicate", "event")
+
+
+@dataclass(frozen=True)
+class NodePolicy:
+    name: str
+    description: str
+    predicate: cel.Program
+    event: HealthEvent
+    """Template of the unhealthy event (node and time filled in)."""
+
+
+class KubeObjectMonitor:
+    """Evaluates node policies and reports verdict changes (thread-safe)."""
+
+    agent = AGENT
+
+    def __init__(self, policies: Sequence[NodePolicy], *, clock: Callable[[], float] = time.time) -> None:
+        self.policies = tuple(policies)
+        self._clock = clock
+        self._verdicts: dict[tuple[str, str], bool] = {}
+        self._lock = threading.Lock()
+        self.errors: deque[str] = deque(maxlen=100)
+        """Recent evaluation errors (a policy reading a field some node lacks), newest last."""
+
+    def observe(self, node: Mapping[str, Any]) -> list[HealthEvent]:
+        """Evaluate every policy on one Node object; events for the verdicts that changed."""
+        name = _node_name(node)
+        now = self._clock()
+        bindings = {"node": node, "now_seconds": now}
+        events: list[HealthEvent] = []
+        with self._lock:
+            for policy in self.policies:
+                try:
+                    unhealthy = policy.predicate.test(bindings)
+                except cel.CelEvaluationError as exc:
+                    self.errors.append(f"node {name}: policy {policy.name}: {exc}")
+                    continue
+                key = (name, policy.name)
+                if self._verdicts.get(key) == unhealthy:
+                    continue
+                self._verdicts[key] = unhealthy
+                events.append(_event(policy, name, unhealthy, datetime.fromtimestamp(now, UTC)))
+        return events
+
+    def forget(self, node_name: str) -> None:
+        """The node was deleted: drop its verdicts (a node re-created later gets a new baseline)."""
+        with self._lock:
+            for key in [k for k in self._verdicts if k[0] == node_name]:
+                del self._verdicts[key]
+
+
+def _node_name(node: Mapping[str, Any]) -> str:
+    metadata = node.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise BadInputError("Node object: metadata.name: missing")
+    return name
+
+
+def _event(policy: NodePolicy, node_name: str, unhealthy: bool, at: datetime) -> HealthEvent:
+    template = policy.event
+    if unhealthy:
+        return dataclasses.replace(template, node_name=node_name, generated_at=at)
+    return dataclasses.replace(
+        template,
+        node_name=node_name,
+        generated_at=at,
+        is_fatal=False,
+        is_healthy=True,
+        recommended_action=RecommendedAction.NONE,
+        custom_recommended_action="",
+        message=f"policy {policy.name} no longer matches",
+    )
+
+
+def load_policies(path: str | Path = POLICIES_PATH) -> list[NodePolicy]:
+    """Read and validate a policies file; disabled policies are left out."""
+    return policies_from_dict(serialization.load_mapping_file(path), source=str(path))
+
+
+def policies_from_dict(data: Mapping[str, Any], *, source: str) -> list[NodePolicy]:
+    if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
+        raise BadInputError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
+    raw = data.get("policies")
+    if not isinstance(raw, list):
+        raise BadInputError(f"{source}: policies: expected a list")
+    policies: list[NodePolicy] = []
+    names: set[str] = set()
+    for index, item in enumerate(raw):
+        where = f"{source}: policies[{index}]"
+        policy = _policy(item, where)
+        if policy is None:
+            continue
+        if policy.name in names:
+            raise BadInputError(f"{where}.name: {policy.name!r} is used twice")
+        names.add(policy.name)
+        policies.append(policy)
+    return policies
+
+
+def _policy(item: object, where: str) -> NodePolicy | None:
+    if not isinstance(item, Mapping):
+        raise BadInputError(f"{where}: expected a mapping")
+    unknown = sorted(set(item) - set(_POLICY_KEYS))
+    if unknown:
+        raise BadInputError(allowed_values_message(where, "field", unknown[0], _POLICY_KEYS))
+    for required in ("name", "predicate", "event"):
+        if required not in item:
+            raise BadInputError(f"{where}: missing required field {required}")
+    enabled = item.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise BadInputError(f"{where}.enabled: expected true or false")
+    name, predicate, event = item["name"], item["predicate"], item["event"]
+    if not isinstance(name, str) or not name:
+        raise BadInputError(f"{where}.name: expected a non-empty string")
+    if not isinstance(predicate, str):
+        raise BadInputError(f"{where}.predicate: expected a CEL expression string")
+    if not isinstance(event, Mapping):
+        raise BadInputError(f"{where}.event: expected a mapping of HealthEvent fields")
+    metadata = event.get("metadata", {})
+    if not isinstance(metadata, Mapping):
+        raise BadInputError(f"{where}.event.metadata: expected a mapping of strings to strings")
+    template = HealthEvent.from_dict(
+        {
+            "agent": AGENT,
+            "node_name": "template",
+            "generated_at": "1970-01-01T00:00:00Z",
+            "is_healthy": False,
+            **event,
+            "metadata": {**metadata, "policy": name},
+        },
+        source=f"{where}.event",
+    )
+    program = cel.compile_expression(predicate, VARIABLES, origin=f"{where}.predicate")
+    if not enabled:
+        return None
+    return NodePolicy(name, str(item.get("description", "")), program, template)
