@@ -24,7 +24,7 @@ _TOKEN = re.compile(
     | \[(?P<quote>["'])(?P<quoted>(?:\\.|(?!(?P=quote)).)*)(?P=quote)\]
     | (?P<key>[^.\[\]]+)
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.DOTALL,
 )
 
 
@@ -39,7 +39,7 @@ class Step:
         if self.index is not None:
             return f"[{self.index}]"
         assert self.key is not None
-        if re.fullmatch(r"[^.\[\]\"']+", self.key):
+        if re.fullmatch(r"[^.\[\]\"'\s]+", self.key):
             return self.key if first else f".{self.key}"
         escaped = self.key.replace("\\", "\\\\").replace('"', '\\"')
         return f'["{escaped}"]'
@@ -69,7 +69,7 @@ def parse_path(path: str) -> list[Step]:
             steps.append(Step(index=int(match.group("index"))))
             expect_key = False
         elif match.group("quoted") is not None:
-            steps.append(Step(key=re.sub(r"\\(.)", r"\1", match.group("quoted"))))
+            steps.append(Step(key=re.sub(r"\\(.)", r"\1", match.group("quoted"), flags=re.DOTALL)))
             expect_key = False
         else:
             if not expect_key:
