@@ -14,6 +14,7 @@ printed in another unit says so with `unit` and is converted on read. The macros
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -161,8 +162,13 @@ def names() -> list[str]:
 
 
 def load_all() -> list[LogProfile]:
-    """Every shipped profile, sorted by name."""
-    return [load_file(directory() / f"{name}.yaml") for name in names()]
+    """Every shipped profile, sorted by name (read once per process; profiles are immutable)."""
+    return list(_shipped())
+
+
+@functools.cache
+def _shipped() -> tuple[LogProfile, ...]:
+    return tuple(load_file(directory() / f"{name}.yaml") for name in names())
 
 
 def load(name_or_path: str) -> LogProfile:

@@ -1,0 +1,96 @@
+"""`dsx certify parse nccl|training FILE`: what a workload log says, as data.
+
+The same readers the certification engine uses, exposed so a log from anywhere (a cluster, a
+GitHub issue, a vendor's README) can be checked by hand. `nccl` exits 1 when the log's verdict
+is failed, `training` exits 1 when no step line was recognised; a missing file exits 3, an
+unreadable one 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dsx.cli import output as cli_output
+from dsx.cli.main import run_result
+
+
+@click.group("parse")
+def parse() -> None:
+    """Parse nccl-tests output or a training log (FILE or - for stdin)."""
+
+
+@parse.command("nccl")
+@click.argument("file")
+@cli_output.format_options
+def nccl(file: str, fmt: str, output: str | None) -> None:
+    """Read nccl-tests output: per table the collective, rows, max and average busbw, status."""
+    from dsx import serialization
+    from dsx.certify.parsing import nccl as nccl_parsing
+
+    log = nccl_parsing.parse(serialization.read_text(file))
+    cli_output.emit(log.to_dict(), fmt, output, table=_nccl_table)
+    if log.status is nccl_parsing.Status.FAILED:
+        run_result(1)
+
+
+@parse.command("training")
+@click.argument("file")
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    metavar="NAME|FILE",
+    help="Log profile name (see docs/parsers.md) or a profile YAML file; detected when omitted.",
+)
+@cli_output.format_options
+def training(file: str, profile_name: str | None, fmt: str, output: str | None) -> None:
+    """Read a training log: step time, tokens/s, TFLOP/s per GPU and goodput."""
+    from dsx import serialization
+    from dsx.certify.parsing import profiles
+    from dsx.certify.parsing import training as training_parsing
+
+    profile = profiles.load(profile_name) if profile_name else None
+    run = training_parsing.parse(serialization.read_text(file), profile)
+    cli_output.emit(run.to_dict(), fmt, output, table=_training_table)
+    if not run.steps:
+        run_result(1)
+
+
+def _nccl_table(data: dict[str, Any]) -> str:
+    headers = ["#", "collective", "status", "rows", "max busbw GB/s", "at size B", "avg busbw GB/s", "hosts"]
+    rows = [
+        [
+            index,
+            t["collective"] or "?",
+            t["status"],
+            t["row_count"],
+            t["max_busbw_gbps"],
+            t["max_busbw_size_bytes"],
+            t["avg_busbw_gbps"],
+            ",".join(t["hosts"]),
+        ]
+        for index, t in enumerate(data["tables"], start=1)
+    ]
+    text = f"status: {data['status']}\n" + cli_output.format_table(headers, rows)
+    failures = [f"  line {f['line']}: [{f['kind']}] {f['text']}" for f in data["failure_lines"]]
+    return text + ("failure lines:\n" + "\n".join(failures) + "\n" if failures else "")
+
+
+def _training_table(data: dict[str, Any]) -> str:
+    headers = ["step", "step time s", "tokens/s", "TFLOP/s/GPU", "MFU %", "loss"]
+    rows = [
+        [s["step"], s["step_time_seconds"], s["tokens_per_second"], s["tflops_per_gpu"], s["mfu_percent"], s["loss"]]
+        for s in data["steps"]
+    ]
+    step_time = data["step_time_seconds"]
+    goodput = data["goodput"]
+    summary = (
+        f"profile: {data['profile']} ({data['framework']})\n"
+        f"steps: {data['step_count']} ({data['first_step']}..{data['last_step']} of {data['total_steps']})\n"
+        f"mean step time s: {step_time['mean'] if step_time else None} (from {data['step_time_source']})\n"
+        f"goodput: {goodput['ratio'] if goodput else None}\n"
+        f"missing: {', '.join(data['missing']) or 'none'}\n"
+    )
+    return summary + cli_output.format_table(headers, rows)

@@ -1,0 +1,632 @@
+"""`nvidia-smi -q` (text and XML) and `dcgmi diag` (text and JSON) reports → plain findings.
+
+Why: a node without NVML access, a support bundle, or a pasted report still tells us about
+ECC errors, pending row remaps and page retirements, throttling and diagnostic failures. The
+readers here turn those reports into dataclasses; `SmiReport.findings()` and
+`DiagReport.findings()` say which observations are faults, with a suggested fatality and
+RecommendedAction, and the GPU monitor builds HealthEvents from them.
+
+Both nvidia-smi forms become one tree of (key, value, children) nodes with snake_case keys
+(text `DRAM Correctable` and XML `dram_correctable` meet), so one extraction reads both and
+tolerates fragments: `[...]` elisions, shell prompt lines, a missing `GPU <bus id>` header,
+lower-case or ragged section titles, the pre-r535 `Clocks Throttle Reasons` name.
+
+Suggested verdicts follow NVSentinel's DCGM mapping where it has one: a pending row remap or
+pending page retirement needs a GPU reset (COMPONENT_RESET, fatal), a remap failure is an RMA
+criterion (CONTACT_SUPPORT, fatal), volatile uncorrectable ECC → COMPONENT_RESET, correctable
+ECC and power/thermal throttling are recorded but not fatal. A failed `dcgmi diag` test outside
+the Deployment category → RUN_FIELDDIAG (DCGM's own advice); Deployment failures are software
+setup, recorded non-fatal. Skips and an incomplete run are recorded, never fatal.
+
+`dcgmi diag -j` output that is not valid JSON (cut short, elided by hand) is read token by
+token and marked incomplete; wrapped warning cells in the text table are rejoined.
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import io
+import itertools
+import json
+import re
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsx.errors import BadInputError
+from dsx.health import xid
+from dsx.model.health import RecommendedAction
+
+# --- common node tree ----------------------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    key: str
+    value: str | None = None
+    children: list[Node] = field(default_factory=list)
+
+    def find(self, *keys: str) -> Node | None:
+        """The first descendant (depth first) whose key is one of `keys`."""
+        for child in self.children:
+            if child.key in keys:
+                return child
+            found = child.find(*keys)
+            if found is not None:
+                return found
+        return None
+
+    def child(self, *keys: str) -> Node | None:
+        return next((c for c in self.children if c.key in keys), None)
+
+    def walk(self) -> Iterator[Node]:
+        for child in self.children:
+            yield child
+            yield from child.walk()
+
+
+def snake(text: str) -> str:
+    """`Pending Page Blacklist` → `pending_page_blacklist`; `SEC-DED` → `sec_ded`."""
+    return re.sub(r"[^a-z0-9]+", "_", text.strip().lower()).strip("_")
+
+
+# --- nvidia-smi ----------------------------------------------------------------------------------
+
+
+class FindingKind(enum.Enum):
+    ECC_UNCORRECTABLE = "ecc_uncorrectable"
+    ECC_CORRECTABLE = "ecc_correctable"
+    SRAM_THRESHOLD_EXCEEDED = "sram_threshold_exceeded"
+    ROW_REMAP_PENDING = "row_remap_pending"
+    ROW_REMAP_FAILURE = "row_remap_failure"
+    RETIRED_PAGES_PENDING = "retired_pages_pending"
+    CLOCKS_THROTTLED = "clocks_throttled"
+    DIAG_FAILED = "diag_failed"
+    DIAG_FAILED_DEPLOYMENT = "diag_failed_deployment"
+    """A Deployment-category test failed: software set-up (persistence mode, environment), not the GPU."""
+    DIAG_WARNING = "diag_warning"
+    DIAG_SKIPPED = "diag_skipped"
+    DIAG_INCOMPLETE = "diag_incomplete"
+
+
+VERDICTS: dict[FindingKind, tuple[bool, RecommendedAction]] = {
+    # kind: (is_fatal, recommended action) -- one row per outcome
+    FindingKind.ECC_UNCORRECTABLE: (True, RecommendedAction.COMPONENT_RESET),
+    FindingKind.ECC_CORRECTABLE: (False, RecommendedAction.NONE),
+    FindingKind.SRAM_THRESHOLD_EXCEEDED: (True, RecommendedAction.RUN_FIELDDIAG),
+    FindingKind.ROW_REMAP_PENDING: (True, RecommendedAction.COMPONENT_RESET),
+    FindingKind.ROW_REMAP_FAILURE: (True, RecommendedAction.CONTACT_SUPPORT),
+    FindingKind.RETIRED_PAGES_PENDING: (True, RecommendedAction.COMPONENT_RESET),
+    FindingKind.CLOCKS_THROTTLED: (False, RecommendedAction.NONE),
+    FindingKind.DIAG_FAILED: (True, RecommendedAction.RUN_FIELDDIAG),
+    FindingKind.DIAG_FAILED_DEPLOYMENT: (False, RecommendedAction.NONE),
+    FindingKind.DIAG_WARNING: (False, RecommendedAction.NONE),
+    FindingKind.DIAG_SKIPPED: (False, RecommendedAction.NONE),
+    FindingKind.DIAG_INCOMPLETE: (False, RecommendedAction.NONE),
+}
+"""The verdict dsx suggests per finding (NVSentinel's DCGM mapping where it has one)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One observation worth a HealthEvent, with the verdict dsx suggests."""
+
+    kind: FindingKind
+    is_fatal: bool
+    recommended_action: RecommendedAction
+    message: str
+    pci_bdf: str | None = None
+    gpu_index: str | None = None
+    """DCGM's gpu_id when the report names GPUs by index."""
+    test: str | None = None
+
+    @property
+    def error_code(self) -> str:
+        return self.kind.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "error_code": self.error_code,
+            "is_fatal": self.is_fatal,
+            "recommended_action": self.recommended_action.name,
+            "message": self.message,
+            "pci_bdf": self.pci_bdf,
+            "gpu_index": self.gpu_index,
+            "test": self.test,
+        }
+
+
+@dataclass(frozen=True)
+class EccCounts:
+    """Sums over SRAM and DRAM (or the pre-Ampere single/double-bit totals); None when all N/A."""
+
+    volatile_correctable: int | None
+    volatile_uncorrectable: int | None
+    aggregate_correctable: int | None
+    aggregate_uncorrectable: int | None
+    sram_threshold_exceeded: bool | None = None
+
+
+@dataclass(frozen=True)
+class RetiredPages:
+    single_bit_ecc: int | None
+    double_bit_ecc: int | None
+    pending: bool | None
+    """Pending Page Blacklist / pending retirement: pages wait for a reboot or GPU reset."""
+
+
+@dataclass(frozen=True)
+class RemappedRows:
+    correctable: int | None
+    uncorrectable: int | None
+    pending: bool | None
+    failure: bool | None
+    histogram_banks: dict[str, int] = field(default_factory=dict)
+    """Bank remap availability: max/high/partial/low/none → number of banks."""
+
+
+_BENIGN_REASONS = frozenset({"idle", "applications_clocks_setting", "display_clock_setting", "sync_boost"})
+
+
+@dataclass(frozen=True)
+class ClockEventReasons:
+    active: tuple[str, ...]
+    """snake_case reasons reported Active (`idle`, `sw_power_cap`, `hw_thermal_slowdown`, ...)."""
+
+    @property
+    def throttling(self) -> tuple[str, ...]:
+        """Active reasons that slow the GPU down (not idle, application clocks, display or sync boost)."""
+        return tuple(r for r in self.active if r not in _BENIGN_REASONS)
+
+
+@dataclass(frozen=True)
+class GpuReport:
+    pci_bus_id: str | None
+    """As printed (`00000000:10:1C.0`); None in a fragment without the GPU header."""
+    pci_bdf: str | None
+    product_name: str | None
+    uuid: str | None
+    ecc: EccCounts | None
+    retired_pages: RetiredPages | None
+    remapped_rows: RemappedRows | None
+    clock_event_reasons: ClockEventReasons | None
+
+    def findings(self) -> list[Finding]:
+        """The faults this report shows, each with the verdict of `VERDICTS`."""
+        observed: list[tuple[FindingKind, str]] = []
+        ecc, rows, pages, reasons = self.ecc, self.remapped_rows, self.retired_pages, self.clock_event_reasons
+        if ecc and (ecc.volatile_uncorrectable or 0) > 0:
+            observed.append(
+                (FindingKind.ECC_UNCORRECTABLE, f"{ecc.volatile_uncorrectable} volatile uncorrectable ECC errors")
+            )
+        if ecc and ecc.sram_threshold_exceeded:
+            observed.append((FindingKind.SRAM_THRESHOLD_EXCEEDED, "SRAM error threshold exceeded"))
+        if ecc and (ecc.volatile_correctable or 0) > 0:
+            observed.append(
+                (FindingKind.ECC_CORRECTABLE, f"{ecc.volatile_correctable} volatile correctable ECC errors")
+            )
+        if rows and rows.failure:
+            observed.append((FindingKind.ROW_REMAP_FAILURE, "row remapping failed"))
+        if rows and rows.pending:
+            observed.append((FindingKind.ROW_REMAP_PENDING, "row remap pending; reset the GPU to activate it"))
+        if pages and pages.pending:
+            observed.append((FindingKind.RETIRED_PAGES_PENDING, "page retirement pending; reset the GPU or reboot"))
+        if reasons and reasons.throttling:
+            observed.append((FindingKind.CLOCKS_THROTTLED, "clocks held back by " + ", ".join(reasons.throttling)))
+        where = self.pci_bus_id or "GPU"
+        return [
+            Finding(kind, *VERDICTS[kind], message=f"{where}: {message}", pci_bdf=self.pci_bdf)
+            for kind, message in observed
+        ]
+
+
+@dataclass(frozen=True)
+class SmiReport:
+    driver_version: str | None
+    cuda_version: str | None
+    gpus: tuple[GpuReport, ...]
+
+    def findings(self) -> list[Finding]:
+        return [f for gpu in self.gpus for f in gpu.findings()]
+
+
+_GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
+_KEY_VALUE = re.compile(r"^(?P<key>\S.*?)\s+:(?:\s+(?P<value>.*?))?\s*$")
+
+
+def parse_smi(text: str, *, source: str = "nvidia-smi report") -> SmiReport:
+    """Read `nvidia-smi -q` text or `nvidia-smi -q -x` XML (detected from the first `<`)."""
+    stripped = text.lstrip()
+    root = _xml_tree(stripped, source) if stripped.startswith("<") else _text_tree(text)
+    gpus = [c for c in root.children if c.key == "gpu"]
+    if not gpus:
+        gpus = [Node("gpu", None, [c for c in root.children])]
+    return SmiReport(
+        driver_version=_value(root.child("driver_version")),
+        cuda_version=_value(root.child("cuda_version")),
+        gpus=tuple(_gpu(g) for g in gpus),
+    )
+
+
+def _text_tree(text: str) -> Node:
+    root = Node("root")
+    stack: list[tuple[int, Node]] = [(-1, root)]
+    for raw in text.expandtabs(4).split("\n"):
+        line = raw.rstrip()
+        body = line.strip()
+        if not body or body.startswith(("#", "$", "[...]", "...", "====")):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while stack[-1][0] >= indent:
+            stack.pop()
+        gpu = _GPU_HEADER.match(body)
+        if gpu and indent == 0:
+            node = Node("gpu", gpu.group(1))
+        else:
+            match = _KEY_VALUE.match(body)
+            node = Node(snake(match.group("key")), match.group("value") or None) if match else Node(snake(body))
+        stack[-1][1].children.append(node)
+        stack.append((indent, node))
+    return root
+
+
+def _xml_tree(text: str, source: str) -> Node:
+    try:
+        element = ElementTree.fromstring(text)  # noqa: S314  (no entities are expanded by ElementTree)
+    except ElementTree.ParseError as exc:
+        raise BadInputError(f"{source}: not well-formed nvidia-smi XML: {exc}") from exc
+
+    def convert(e: ElementTree.Element) -> Node:
+        value = (e.text or "").strip() or None
+        node = Node("gpu", e.get("id")) if e.tag == "gpu" else Node(snake(e.tag), value if len(e) == 0 else None)
+        node.children = [convert(c) for c in e]
+        return node
+
+    return convert(element)
+
+
+def _gpu(node: Node) -> GpuReport:
+    bus_id = node.value
+    return GpuReport(
+        pci_bus_id=bus_id,
+        pci_bdf=xid.canonical_pci_address(bus_id) if bus_id else None,
+        product_name=_value(node.find("product_name")),
+        uuid=_value(node.find("uuid", "gpu_uuid")),
+        ecc=_ecc(node.find("ecc_errors")),
+        retired_pages=_retired_pages(node.find("retired_pages")),
+        remapped_rows=_remapped_rows(node.find("remapped_rows")),
+        clock_event_reasons=_clock_reasons(
+            node.find("clocks_event_reasons", "clocks_throttle_reasons", "clocks_throttle")
+        ),
+    )
+
+
+def _ecc(node: Node | None) -> EccCounts | None:
+    if node is None:
+        return None
+
+    def totals(section: Node | None) -> tuple[int | None, int | None]:
+        if section is None:
+            return None, None
+        correctable: list[int] = []
+        uncorrectable: list[int] = []
+        for child in section.children:
+            if child.key in ("single_bit", "double_bit"):
+                total = _int(_value(child.child("total")))
+                if total is not None:
+                    (correctable if child.key == "single_bit" else uncorrectable).append(total)
+                continue
+            count = _int(child.value)
+            if count is None:
+                continue
+            if "uncorrectable" in child.key:
+                uncorrectable.append(count)
+            elif "correctable" in child.key:
+                correctable.append(count)
+        return (sum(correctable) if correctable else None, sum(uncorrectable) if uncorrectable else None)
+
+    volatile = totals(node.child("volatile"))
+    aggregate = totals(node.child("aggregate"))
+    threshold = node.find("sram_threshold_exceeded")
+    return EccCounts(volatile[0], volatile[1], aggregate[0], aggregate[1], _yes(_value(threshold)))
+
+
+def _retired_pages(node: Node | None) -> RetiredPages | None:
+    if node is None:
+        return None
+    single = node.child("single_bit_ecc") or _nested(node, "multiple_single_bit_retirement", "retired_count")
+    double = node.child("double_bit_ecc") or _nested(node, "double_bit_retirement", "retired_count")
+    pending_values = [_yes(c.value) for c in node.children if c.key.startswith("pending")]
+    known = [p for p in pending_values if p is not None]
+    return RetiredPages(_int(_value(single)), _int(_value(double)), any(known) if known else None)
+
+
+def _remapped_rows(node: Node | None) -> RemappedRows | None:
+    if node is None:
+        return None
+    histogram_node = node.child("bank_remap_availability_histogram", "row_remapper_histogram")
+    histogram: dict[str, int] = {}
+    for child in histogram_node.children if histogram_node else []:
+        count = _int((child.value or "").split(" ")[0])
+        if count is not None:
+            histogram[child.key.removeprefix("row_remapper_histogram_")] = count
+    return RemappedRows(
+        correctable=_int(_value(node.child("correctable_error", "remapped_row_corr"))),
+        uncorrectable=_int(_value(node.child("uncorrectable_error", "remapped_row_unc"))),
+        pending=_yes(_value(node.child("pending", "remapped_row_pending"))),
+        failure=_yes(_value(node.child("remapping_failure_occurred", "remapped_row_failure"))),
+        histogram_banks=histogram,
+    )
+
+
+def _clock_reasons(node: Node | None) -> ClockEventReasons | None:
+    if node is None:
+        return None
+    active = []
+    for child in node.walk():
+        if (child.value or "").strip().lower() == "active":
+            name = re.sub(r"^clocks_(?:event|throttle)_reason_", "", child.key)
+            name = {"gpu_idle": "idle", "display_clocks_setting": "display_clock_setting"}.get(name, name)
+            active.append(name)
+    return ClockEventReasons(tuple(active))
+
+
+def _nested(node: Node, section: str, key: str) -> Node | None:
+    inner = node.child(section)
+    return inner.child(key) if inner else None
+
+
+def _value(node: Node | None) -> str | None:
+    return node.value if node is not None else None
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return int(text) if _DIGITS.fullmatch(text) else None
+
+
+def _yes(text: str | None) -> bool | None:
+    if text is None:
+        return None
+    lowered = text.strip().lower()
+    if lowered in ("yes", "true", "active"):
+        return True
+    if lowered in ("no", "false", "not active"):
+        return False
+    return None
+
+
+def parse_query_csv(text: str) -> list[dict[str, str]]:
+    """`nvidia-smi --query-gpu=... --format=csv` rows keyed by the header's field names."""
+    body = [line for line in text.split("\n") if line.strip() and not line.lstrip().startswith(("#", "$", "[...]"))]
+    if not body:
+        return []
+    reader = csv.reader(io.StringIO("\n".join(body)), skipinitialspace=True)
+    header = [h.strip() for h in next(reader)]
+    return [dict(zip(header, (c.strip() for c in row), strict=False)) for row in reader if row]
+
+
+# --- dcgmi diag ----------------------------------------------------------------------------------
+
+
+class DiagStatus(enum.Enum):
+    PASS = "pass"  # noqa: S105  (a test verdict, not a password)
+    FAIL = "fail"
+    WARN = "warn"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class DiagResult:
+    category: str | None
+    test: str
+    status: DiagStatus
+    gpu: str | None = None
+    """DCGM gpu_id; None when the result covers all GPUs (`Fail - All`) or names none."""
+    details: tuple[str, ...] = ()
+    """Warning and info text attached to the test, wrapped cells rejoined."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "category": self.category,
+            "test": self.test,
+            "status": self.status.value,
+            "gpu": self.gpu,
+            "details": list(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class DiagReport:
+    results: tuple[DiagResult, ...]
+    complete: bool
+    """False when the table or JSON was cut short; missing tests are then unknown, not passed."""
+
+    def count(self, status: DiagStatus) -> int:
+        return sum(1 for r in self.results if r.status is status)
+
+    def findings(self) -> list[Finding]:
+        out: list[Finding] = []
+        for r in self.results:
+            detail = f": {'; '.join(r.details)}" if r.details else ""
+            scope = f" (GPU {r.gpu})" if r.gpu is not None else ""
+            message = f"dcgmi diag {r.category or ''}/{r.test}{scope} {r.status.value}{detail}".replace(" /", " ")
+            kind = _DIAG_KINDS.get(r.status)
+            if kind is FindingKind.DIAG_FAILED and (r.category or "").lower() == "deployment":
+                kind = FindingKind.DIAG_FAILED_DEPLOYMENT
+            if kind is not None:
+                out.append(Finding(kind, *VERDICTS[kind], message=message, gpu_index=r.gpu, test=r.test))
+        if not self.complete:
+            text = f"dcgmi diag output is incomplete after {len(self.results)} results"
+            out.append(Finding(FindingKind.DIAG_INCOMPLETE, *VERDICTS[FindingKind.DIAG_INCOMPLETE], message=text))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "complete": self.complete,
+            "passed": self.count(DiagStatus.PASS),
+            "failed": self.count(DiagStatus.FAIL),
+            "warned": self.count(DiagStatus.WARN),
+            "skipped": self.count(DiagStatus.SKIP),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+_DIAG_KINDS = {
+    DiagStatus.FAIL: FindingKind.DIAG_FAILED,
+    DiagStatus.WARN: FindingKind.DIAG_WARNING,
+    DiagStatus.SKIP: FindingKind.DIAG_SKIPPED,
+}
+_STATUS = re.compile(r"^(pass|fail|warn|skip)\w*(?:\s*-\s*(?P<scope>.*))?$", re.IGNORECASE)
+_CATEGORY_BORDER = re.compile(r"^[|+]-+\s+(?P<name>\w[\w ]*?)\s+-+[+|]")
+_PLAIN_BORDER = re.compile(r"^\+[-=]+\+[-=]+\+$")
+_DETAIL_NAMES = ("warning", "info", "error")
+
+
+def parse_diag(text: str, *, source: str = "dcgmi diag output") -> DiagReport:
+    """Read `dcgmi diag` output: the JSON of `-j` (tolerating cut or elided JSON) or the text table."""
+    body = "\n".join(line for line in text.split("\n") if not line.startswith("# source:"))
+    start = body.find("{")
+    if start >= 0 and "|" not in body[:start]:
+        return _diag_json(body[start:], source)
+    return _diag_table(body, source)
+
+
+def _diag_table(text: str, source: str) -> DiagReport:
+    results: list[DiagResult] = []
+    category: str | None = None
+    chunks: list[str] = []
+    width = 0
+    complete = True
+    last_border_plain = False
+
+    def flush() -> None:
+        if chunks and results:
+            last = results[-1]
+            details = (*last.details, _rejoin(chunks, width))
+            results[-1] = DiagResult(last.category, last.test, last.status, last.gpu, details)
+        chunks.clear()
+
+    for raw in text.split("\n"):
+        line = raw.rstrip()
+        if not line:
+            continue
+        if line.strip() == "...":
+            complete = False
+            continue
+        if line.startswith("+") or (line.startswith("|") and _CATEGORY_BORDER.match(line)):
+            flush()
+            border = _CATEGORY_BORDER.match(line)
+            if border:
+                category = border.group("name").strip()
+            last_border_plain = border is None and _PLAIN_BORDER.match(line) is not None
+            continue
+        if not line.startswith("|"):
+            continue
+        last_border_plain = False
+        cells = line.split("|")
+        terminated = line.endswith("|") and len(cells) >= 4
+        if not terminated:
+            complete = False
+        name = cells[1].strip() if len(cells) > 1 else ""
+        value_cell = cells[2] if len(cells) > 2 else ""
+        value = value_cell.strip()
+        if name.lower() == "diagnostic" and value.lower() == "result":
+            continue
+        if name.lower() in _DETAIL_NAMES:
+            flush()
+            width = max(len(value_cell) - 3, 1) if terminated else width
+            chunks.append(value)
+            continue
+        if not name:
+            if chunks:
+                chunks.append(value)
+            continue
+        flush()
+        status = _STATUS.match(value)
+        if status is None:
+            continue
+        scope = (status.group("scope") or "").strip()
+        gpu = None if not scope or scope.lower() == "all" else re.sub(r"^gpus?\s*:?\s*", "", scope, flags=re.IGNORECASE)
+        results.append(DiagResult(category, name, DiagStatus(status.group(1).lower()), gpu))
+    flush()
+    if not results:
+        raise BadInputError(
+            f"{source}: no dcgmi diag result rows found (expected a '| Test | Result |' table or -j JSON)"
+        )
+    return DiagReport(tuple(results), complete and last_border_plain)
+
+
+def _rejoin(chunks: Sequence[str], width: int) -> str:
+    """Undo DCGM's fixed-width wrapping: a full-width chunk cut mid-word joins without a space."""
+    text = chunks[0]
+    for previous, chunk in itertools.pairwise(chunks):
+        mid_word = len(previous) >= width and previous[-1:].isalpha() and chunk[:1].islower()
+        text += chunk if mid_word else " " + chunk
+    return text.strip()
+
+
+def _diag_json(text: str, source: str) -> DiagReport:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return _diag_json_tokens(text, source)
+    results: list[DiagResult] = []
+    root = data.get("DCGM GPU Diagnostic", data) if isinstance(data, dict) else {}
+    for category in root.get("test_categories", []) if isinstance(root, dict) else []:
+        for test in category.get("tests", []):
+            for result in test.get("results", []):
+                status = _STATUS.match(str(result.get("status", "")))
+                if status is None:
+                    continue
+                details = tuple(
+                    str(w.get("warning", w)) if isinstance(w, dict) else str(w) for w in result.get("warnings", [])
+                )
+                gpu = result.get("gpu_id", result.get("gpu_ids"))
+                results.append(
+                    DiagResult(
+                        category.get("category"),
+                        str(test.get("name")),
+                        DiagStatus(status.group(1).lower()),
+                        None if gpu is None else str(gpu),
+                        details,
+                    )
+                )
+    if not results:
+        raise BadInputError(f"{source}: JSON has no DCGM GPU Diagnostic test results")
+    return DiagReport(tuple(results), True)
+
+
+_JSON_TOKEN = re.compile(r'"(category|name|gpu_id|status|warning)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _diag_json_tokens(text: str, source: str) -> DiagReport:
+    """Salvage results from JSON that does not parse: keys are read in the order DCGM writes them."""
+    results: list[DiagResult] = []
+    category = test = gpu = None
+    for match in _JSON_TOKEN.finditer(text):
+        key, value = match.group(1), match.group(2)
+        if key == "category":
+            category, test, gpu = value, None, None
+        elif key == "name":
+            test, gpu = value, None
+        elif key == "gpu_id":
+            gpu = value
+        elif key == "status" and test is not None:
+            status = _STATUS.match(value)
+            if status:
+                results.append(DiagResult(category, test, DiagStatus(status.group(1).lower()), gpu))
+        elif key == "warning" and results:
+            last = results[-1]
+            results[-1] = DiagResult(last.category, last.test, last.status, last.gpu, (*last.details, value))
+    if not results:
+        raise BadInputError(f"{source}: not valid JSON and no test results could be read from it")
+    return DiagReport(tuple(results), False)
