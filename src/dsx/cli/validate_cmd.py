@@ -1,0 +1,243 @@
+"""`dsx validate` and `dsx diff`: hold a cluster (or its snapshot) against a recipe.
+
+`validate` prints a table, writes CTRF JSON (`--output`) and JUnit XML (`--junit`), and with
+`--attest` signs a validity attestation beside the report. `diff` lists drift; both exit 1
+only when asked to (`--fail-on-error`, `--fail-on-drift`), so they serve as CI gates.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dsx.cli import output as cli_output
+from dsx.cli import snapshot_cmd
+from dsx.errors import BadInputError
+
+PHASES = ("readiness", "deployment", "conformance", "performance", "all")
+
+
+def _phases(values: tuple[str, ...]) -> list[Any]:
+    from dsx.validation import results
+
+    names = [v.strip().lower() for value in values for v in value.split(",") if v.strip()] or ["all"]
+    for name in names:
+        if name not in PHASES:
+            raise BadInputError(f"--phase: {name!r} is not allowed; allowed values: {', '.join(PHASES)}")
+    if "all" in names:
+        return list(results.PHASE_ORDER)
+    return [results.Phase(n) for n in names]
+
+
+def _snapshot_and_reader(
+    snapshot_files: tuple[str, ...], kubeconfig: str | None, context: str | None, stack: Any
+) -> tuple[Any, Any]:
+    """The snapshot to judge, and the live reader (None when validating files alone).
+
+    Files alone: they are merged (one cluster snapshot plus node snapshots). With --kubeconfig,
+    or with no file at all, the cluster snapshot is taken live and the files must be node snapshots.
+    """
+    from dsx.model import snapshot as snapshot_model
+
+    files = snapshot_cmd.load_snapshots(snapshot_files)
+    if files and kubeconfig is None:
+        return snapshot_model.merge(files), None
+    client = stack.enter_context(snapshot_cmd.kube_client(kubeconfig, context))
+    live = snapshot_cmd.cluster_snapshot(client)
+    snap = snapshot_model.merge([live, *files]) if files else live
+    return snap, client
+
+
+def _certification_runner() -> tuple[Any, str]:
+    """A runner over dsx.certify when the engine offers one; else None and the reason."""
+    import importlib
+
+    try:
+        engine = importlib.import_module("dsx.certify.validation")
+    except ModuleNotFoundError:
+        return None, "certification engine not available"
+    runner = getattr(engine, "run_recipe_certification", None)
+    if runner is None:
+        return None, "certification engine not available"
+    return runner, ""
+
+
+def _copy_beside(source: Path, target: Path) -> Path:
+    if source.resolve() != target.resolve():
+        try:
+            shutil.copyfile(source, target)
+        except OSError as exc:
+            raise BadInputError(f"{target}: cannot write: {exc.strerror}") from exc
+    return target
+
+
+snapshot_option = click.option(
+    "--snapshot",
+    "snapshot_files",
+    multiple=True,
+    metavar="FILE",
+    help="Snapshot file (repeat to merge node snapshots); without --kubeconfig no cluster is contacted.",
+)
+
+
+@click.command()
+@click.option("--recipe", "recipe_path", required=True, metavar="FILE", help="The recipe to hold the cluster against.")
+@snapshot_option
+@snapshot_cmd.kubeconfig_option
+@snapshot_cmd.context_option
+@click.option(
+    "--phase",
+    "phase_values",
+    multiple=True,
+    metavar="PHASE",
+    help="readiness, deployment, conformance, performance or all (default); repeat or comma-separate.",
+)
+@click.option("--fail-on-error", is_flag=True, help="Exit 1 when any check fails.")
+@click.option("--output", "-o", "report_path", default=None, metavar="FILE", help="Write the CTRF JSON report.")
+@click.option("--junit", "junit_path", default=None, metavar="FILE", help="Write a JUnit XML report.")
+@click.option("--attest", is_flag=True, help="Sign a validity attestation beside --output (needs --key, --validator).")
+@click.option("--key", "key_path", default=None, metavar="FILE", help="Private signing key for --attest.")
+@click.option("--validator", default=None, metavar="NAME", help="Who validated (recorded in the attestation).")
+@click.option(
+    "--passphrase-env", default="DSX_SIGNING_PASSPHRASE", show_default=True, help="Env var with the key passphrase."
+)
+def validate(
+    recipe_path: str,
+    snapshot_files: tuple[str, ...],
+    kubeconfig: str | None,
+    context: str | None,
+    phase_values: tuple[str, ...],
+    fail_on_error: bool,
+    report_path: str | None,
+    junit_path: str | None,
+    attest: bool,
+    key_path: str | None,
+    validator: str | None,
+    passphrase_env: str,
+) -> None:
+    """Hold a cluster (live, or a snapshot) against a recipe, phase by phase.
+
+    readiness: constraints vs snapshot facts; deployment: components at their pinned versions
+    and healthy; conformance: GPU advertising, pool consistency, DaemonSet coverage, taints,
+    RBAC; performance: the recipe's certification through the certify engine.
+    """
+    import contextlib
+    import os
+
+    from dsx import serialization
+    from dsx.model import recipe as recipe_model
+    from dsx.validation import attestation, reports, run
+
+    phases = _phases(phase_values)
+    if attest:
+        missing = [
+            flag
+            for flag, value in (("--output", report_path), ("--key", key_path), ("--validator", validator))
+            if not value
+        ]
+        if missing:
+            raise BadInputError(f"--attest needs {', '.join(missing)}")
+    target = recipe_model.load(recipe_path)
+    runner, unavailable = _certification_runner()
+    with contextlib.ExitStack() as stack:
+        snap, reader = _snapshot_and_reader(snapshot_files, kubeconfig, context, stack)
+        report = run.validate(
+            target,
+            snap,
+            phases=phases,
+            reader=reader,
+            certification=runner,
+            certification_unavailable=unavailable,
+            generator=snapshot_cmd.GENERATOR,
+        )
+    if report_path:
+        cli_output.write(reports.ctrf_json(report), report_path)
+    if junit_path:
+        cli_output.write(reports.junit_xml(report), junit_path)
+    click.echo(reports.table(report), nl=False)
+    if attest:
+        from dsx.signing import keys
+
+        assert report_path and key_path and validator
+        passphrase = os.environ.get(passphrase_env)
+        signer = keys.load_signer(Path(key_path), passphrase.encode() if passphrase else None)
+        report_file = Path(report_path)
+        stem = report_file.name.removesuffix(".json")
+        snapshot_file = report_file.with_name(f"{stem}.snapshot.yaml")
+        cli_output.write(serialization.dump_yaml(snap.to_dict()), str(snapshot_file))
+        recipe_file = _copy_beside(Path(recipe_path), report_file.with_name(f"{stem}.recipe.yaml"))
+        subjects = {"recipe": recipe_file, "snapshot": snapshot_file, "report": report_file}
+        written = attestation.attest(report_file, subjects, report, snap, signer, validator=validator)
+        click.echo(
+            f"attested {report_file.name} ({', '.join(p.name for p in written)}); check with: "
+            f"dsx verify {report_file} --key <public key>",
+            err=True,
+        )
+    if fail_on_error and report.failed:
+        raise click.exceptions.Exit(1)
+
+
+def _drift_table(report: Any) -> str:
+    from dsx.validation import drift
+
+    rows = drift.table_rows(report)
+    text = cli_output.format_table(["KIND", "SUBJECT", "PATH", "EXPECTED", "ACTUAL"], rows) if rows else ""
+    for note in report.notes:
+        text += f"note: {note}\n"
+    verdict = f"DRIFT: {len(report.changes)} change(s)" if report.drifted else "no drift"
+    left = report.expected.source or report.expected.name
+    right = report.actual.source or report.actual.name
+    return text + f"{verdict} ({left} → {right})\n"
+
+
+@click.command()
+@click.argument("files", nargs=-1)
+@click.option(
+    "--recipe", "recipe_path", default=None, metavar="FILE", help="Baseline recipe (vs --snapshot or the live cluster)."
+)
+@snapshot_option
+@snapshot_cmd.kubeconfig_option
+@snapshot_cmd.context_option
+@click.option("--fail-on-drift", is_flag=True, help="Exit 1 on any drift (the CI gate).")
+@cli_output.format_options
+def diff(
+    files: tuple[str, ...],
+    recipe_path: str | None,
+    snapshot_files: tuple[str, ...],
+    kubeconfig: str | None,
+    context: str | None,
+    fail_on_drift: bool,
+    fmt: str,
+    output: str | None,
+) -> None:
+    """Compare the golden baseline with what runs: missing/extra components, versions, values, labels.
+
+    `dsx diff --recipe R [--snapshot S | --kubeconfig K]` compares a recipe with a cluster;
+    `dsx diff A.yaml B.yaml` compares two recipes or two snapshots (A is the baseline).
+    """
+    import contextlib
+
+    from dsx import serialization
+    from dsx.model import recipe as recipe_model
+    from dsx.validation import drift
+
+    if files:
+        if recipe_path or snapshot_files or kubeconfig:
+            raise BadInputError("diff: give two files, or --recipe with --snapshot/--kubeconfig, not both")
+        if len(files) != 2:
+            raise BadInputError(f"diff: expected two files (baseline and current), got {len(files)}")
+        left, right = (serialization.load_mapping_file(f) for f in files)
+        report = drift.compare_documents(left, right, left_source=files[0], right_source=files[1])
+    elif recipe_path:
+        target = recipe_model.load(recipe_path)
+        with contextlib.ExitStack() as stack:
+            snap, _ = _snapshot_and_reader(snapshot_files, kubeconfig, context, stack)
+        report = drift.recipe_vs_snapshot(target, snap)
+    else:
+        raise BadInputError("diff: give --recipe FILE (with --snapshot or --kubeconfig), or two files to compare")
+    cli_output.emit(report.to_dict(), fmt, output, table=lambda _: _drift_table(report))
+    if fail_on_drift and report.drifted:
+        raise click.exceptions.Exit(1)
