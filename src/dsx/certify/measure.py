@@ -24,7 +24,7 @@ EVIDENCE_LINES = 6
 
 _TRANSPORT_ERROR = re.compile(
     r"NCCL WARN|Test NCCL failure|NCCL error|ncclInternalError|ncclSystemError|ncclRemoteError|"
-    r"Connection (?:closed|reset) by peer|Broken pipe|ECONNRESET|Gloo|Socket Timeout",
+    r"Connection (?:closed|reset) by peer|Broken pipe|ECONNRESET|ProcessGroupGloo|gloo/transport|Socket Timeout",
     re.IGNORECASE,
 )
 

@@ -33,8 +33,8 @@ from dsx.certify.executor import Purpose, RunOutcome, WorkloadRun
 from dsx.errors import BadInputError, UnavailableError
 from dsx.model import certification as model
 
-SLOW_FACTOR = 5.0
-"""A slow node's link runs at 1/5 of its rate: far outside the noise of a shared 2-core box."""
+SLOW_FACTOR = 10.0
+"""A slow node's link runs at 1/10 of its rate: far outside the noise of a shared 2-core box."""
 
 
 SERVER_START_SECONDS = 180.0

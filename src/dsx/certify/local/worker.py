@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--hidden-size", type=int, default=256)
     run_parser.add_argument("--layers", type=int, default=3)
     run_parser.add_argument("--micro-batch-size", type=int, default=16)
-    run_parser.add_argument("--slow-factor", type=float, default=float(os.environ.get("DSX_SLOW_FACTOR", "5")))
+    run_parser.add_argument("--slow-factor", type=float, default=float(os.environ.get("DSX_SLOW_FACTOR", "10")))
     run_parser.add_argument(
         "--timeout-seconds", type=float, default=float(os.environ.get("DSX_TIMEOUT_SECONDS", "600"))
     )

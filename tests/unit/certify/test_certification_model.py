@@ -1,0 +1,70 @@
+"""Area of concern: the certification request reads the recipe's `certification:` block, rejects
+bad input naming the field, and round-trips; verdicts roll up as NVCRE's results do."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsx.errors import BadInputError
+from dsx.model import certification as model
+
+
+def test_recipe_block_round_trips() -> None:
+    raw = {
+        "name": "cluster-a",
+        "categories": ["nccl-all-reduce", {"name": "training", "thresholds": {"goodputRatio": "value >= 0.8"}}],
+        "thresholds": {"busBandwidthGbps": "value >= 400.0"},
+        "scale": "full-scale",
+        "target": {"nodeSelector": {"nvidia.com/gpu.present": "true"}},
+        "runTimeoutSeconds": 900,
+        "stallTimeoutSeconds": 300,
+        "ranksPerNode": 8,
+        "accelerator": "H100",
+        "interconnect": "efa",
+        "isolate": True,
+    }
+    spec = model.Certification.from_dict(raw)
+    assert spec.thresholds_for("training") == {
+        model.Metric.BUS_BANDWIDTH_GBPS: "value >= 400.0",
+        model.Metric.GOODPUT_RATIO: "value >= 0.8",
+    }
+    assert spec.accelerator == "h100"
+    assert model.Certification.from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"scale": "per-rack"}, "intra-node"),
+        ({"thresholds": {"busbw": "value > 1.0"}}, "busBandwidthGbps"),
+        ({"categories": [{"scale": "full-scale"}]}, r"categories\[0\]"),
+        ({"runTimeoutSeconds": 0}, "runTimeoutSeconds"),
+        ({"colour": "blue"}, "colour"),
+    ],
+)
+def test_bad_input_names_the_field(raw: dict[str, object], message: str) -> None:
+    with pytest.raises(BadInputError, match=message):
+        model.Certification.from_dict(raw)
+
+
+def test_fault_injection_parsing() -> None:
+    assert model.FaultInjection.parse("node-5:slow") == model.FaultInjection("node-5", model.FaultKind.SLOW)
+    with pytest.raises(BadInputError, match="slow, hang, crash, corrupt"):
+        model.FaultInjection.parse("node-5:melt")
+    with pytest.raises(BadInputError, match="NODE:KIND"):
+        model.FaultInjection.parse("node-5")
+
+
+def test_overall_result() -> None:
+    p, f, e = model.Status.PASSED, model.Status.FAILED, model.Status.EXCLUDED
+    assert model.overall_result([p, p]) is model.Result.PASSED
+    assert model.overall_result([p, e]) is model.Result.INCOMPLETE
+    assert model.overall_result([p, f, e]) is model.Result.FAILED
+    assert model.overall_result([p], running=True) is model.Result.RUNNING
+
+
+def test_sizes_read_like_nccl_tests() -> None:
+    assert model.parse_bytes("16G", "x") == 16 * 1024**3
+    assert model.parse_bytes("4K", "x") == 4096
+    with pytest.raises(BadInputError):
+        model.parse_bytes("lots", "x")

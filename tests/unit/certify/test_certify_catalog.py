@@ -1,0 +1,90 @@
+"""Area of concern: the shipped categories load, every threshold compiles, is sourced and is
+selected by accelerator, interconnect and scale as documented; overrides win."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsx.certify import catalog, thresholds
+from dsx.errors import BadInputError, CatalogError, NotFoundError
+from dsx.model import certification as model
+
+EXPECTED = {
+    "nccl-all-reduce",
+    "nccl-all-gather",
+    "nccl-alltoall",
+    "nccl-reduce-scatter",
+    "nccl-broadcast",
+    "nccl-loopback",
+    "training",
+}
+
+
+def test_every_category_ships_and_loads() -> None:
+    assert set(catalog.names()) == EXPECTED
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_category_invariants(name: str) -> None:
+    category = catalog.get(name)
+    assert category.local_thresholds, "local CPU runs need their own thresholds"
+    for rule in category.thresholds + category.local_thresholds:
+        assert rule.source.strip()
+    if category.workload is model.WorkloadKind.COLLECTIVE:
+        assert category.collective is not None and category.sweep and category.local_sweep
+        assert category.local_sweep.max_bytes <= 4 * 1024 * 1024, "local sweeps stay small (2-core CI)"
+        assert category.sweep.sizes()[0] == category.sweep.min_bytes
+    else:
+        assert category.training and category.local_training
+    assert (category.scale is model.Scale.INTRA_NODE) == (name == "nccl-loopback")
+
+
+def test_published_thresholds_are_selected_by_accelerator_and_interconnect() -> None:
+    category = catalog.get("nccl-all-reduce")
+    efa = thresholds.select(category, thresholds.Context("h100", "efa", model.Scale.FULL_SCALE), {})
+    assert efa[model.Metric.BUS_BANDWIDTH_GBPS].expression == "value >= 439.0"
+    tcpxo = thresholds.select(category, thresholds.Context("h100", "tcpxo", model.Scale.FULL_SCALE), {})
+    assert tcpxo[model.Metric.BUS_BANDWIDTH_GBPS].expression == "value >= 303.0"
+    unknown = thresholds.select(category, thresholds.Context("l40s", "", model.Scale.FULL_SCALE), {})
+    assert unknown == {}
+    clique = thresholds.select(category, thresholds.Context("gb200", "mnnvl", model.Scale.INTRA_GROUP), {})
+    assert clique[model.Metric.BUS_BANDWIDTH_GBPS].expression == "value >= 900.0"
+
+
+def test_override_wins_and_local_rules_apply_to_local_runs() -> None:
+    category = catalog.get("nccl-all-reduce")
+    local = thresholds.Context(scale=model.Scale.FULL_SCALE, local=True)
+    assert (
+        thresholds.select(category, local, {})[model.Metric.BUS_BANDWIDTH_GBPS].expression
+        == "value >= 0.35 * reference"
+    )
+    chosen = thresholds.select(category, local, {model.Metric.BUS_BANDWIDTH_GBPS: "value >= 1.0"})
+    assert chosen[model.Metric.BUS_BANDWIDTH_GBPS].source == "override"
+
+
+def test_judge_reports_measured_and_expected() -> None:
+    rule = thresholds.Applied(model.Metric.BUS_BANDWIDTH_GBPS, "value >= 0.5 * reference", "test")
+    failure = thresholds.judge(rule, 0.1, 0.4)
+    assert failure is not None
+    assert failure.reason is model.Reason.THRESHOLD_VIOLATION
+    assert (failure.measured, failure.expected) == (0.1, 0.2)
+    assert thresholds.judge(rule, 0.3, 0.4) is None
+
+
+def test_a_bad_override_is_a_clear_error() -> None:
+    category = catalog.get("nccl-all-reduce")
+    with pytest.raises(BadInputError, match="busBandwidthGbps"):
+        thresholds.select(category, thresholds.Context(), {model.Metric.BUS_BANDWIDTH_GBPS: "value >="})
+
+
+def test_unknown_category_names_the_allowed_ones() -> None:
+    with pytest.raises(NotFoundError, match="nccl-all-reduce"):
+        catalog.get("nccl-allreduce")
+
+
+def test_a_category_file_must_cite_its_sources(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    text = (catalog.catalog.path("certification", "nccl-broadcast.yaml")).read_text()
+    broken = tmp_path / "nccl-broadcast.yaml"
+    broken.write_text(text.replace('source: local calibration; see README.md, "Local thresholds"', "source: ''"))
+    with pytest.raises(CatalogError, match="source"):
+        catalog.load_file(broken)
