@@ -22,8 +22,6 @@ from email.message import Message
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dsx.errors import BadInputError
 from dsx.lint import archive, sources
 from dsx.lint import chart as chart_data
@@ -228,9 +226,7 @@ def _check_digest(data: bytes, expected: str, where: str) -> None:
 
 
 def _parse_index(body: bytes, url: str) -> Any:
-    """A repository index; the C loader when PyYAML has it (public indexes are large)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(body, Loader=loader)  # noqa: S506 - a safe loader, chosen above
-    except yaml.YAMLError as exc:
-        raise sources.ChartUnavailable(f"{url}: malformed repository index: {exc}") from exc
+        return chart_data.parse_yaml_fast(body, source=url)
+    except BadInputError as exc:
+        raise sources.ChartUnavailable(str(exc)) from exc

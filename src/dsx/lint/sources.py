@@ -52,15 +52,21 @@ class DirectorySource:
         self.root = root
         self.label = label
         self.show_root = show_root
+        self._loaded: dict[tuple[Path, str], chart_data.ChartData] = {}
 
     def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
         name = chart_name(component)
         for version in version_spellings(component.version):
             directory = self.root / name / version
+            key = (directory, component.version)
+            if key in self._loaded:
+                return self._loaded[key]
             if (directory / chart_data.VALUES_FILE).is_file():
-                return chart_data.load_chart_dir(
+                loaded = chart_data.load_chart_dir(
                     directory, name=name, version=component.version, origin=f"{self.label} {name}/{version}"
                 )
+                self._loaded[key] = loaded
+                return loaded
         looked = f"not in {self.label} ({self.root})" if self.show_root else f"not in {self.label}"
         raise ChartUnavailable(f"{_no_data(component)}: {looked}", looked=looked)
 

@@ -213,6 +213,16 @@ def test_a_missing_chart_or_version_names_the_index(
     assert chart_server.requests.count("/nowhere/index.yaml") == 1
 
 
+def test_a_malformed_index_is_unavailable_with_the_line(
+    chart_server: ChartServer, tmp_path: Path, helm_component: Callable[..., ComponentRef]
+) -> None:
+    chart_server.routes["/bad/index.yaml"] = (200, {}, b"entries:\n  demo: [unclosed\n")
+    fetcher = fetch.RepositoryFetcher(tmp_path / "cache", timeout_seconds=10)
+
+    with pytest.raises(sources.ChartUnavailable, match=r"/bad/index\.yaml: malformed YAML \(line 3"):
+        fetcher.chart_for(helm_component("demo", "1.2.0", {}, source=f"{chart_server.url}/bad"))
+
+
 def test_an_unreachable_repository_is_reported_not_linted(
     tmp_path: Path, helm_component: Callable[..., ComponentRef], recipe_of: Callable[..., Recipe]
 ) -> None:
