@@ -180,12 +180,27 @@ def test_overlay_names_and_files_follow_the_criteria() -> None:
         assert Path(overlay.source).name == f"{overlay.name}.yaml"
 
 
-def test_certification_declares_thresholds_only_for_declared_categories() -> None:
+def test_certification_block_is_what_the_certify_engine_reads() -> None:
+    from dsx.model.certification import Certification
+
     for overlay in COMBINATIONS:
         recipe = resolve.resolve(_criteria(overlay), SHIPPED)
-        certification = recipe.certification or {}
-        for category in certification.get("thresholds", {}):
-            assert category in certification["categories"], overlay.name
+        assert recipe.certification, overlay.name
+        parsed = Certification.from_dict(recipe.certification, source=overlay.name)
+        names = [c.name for c in parsed.categories]
+        assert "nccl-loopback" in names
+        if overlay.criteria.get("intent") == "training":
+            assert {"nccl-all-reduce", "training"} <= set(names), overlay.name
+        if "accelerator" in overlay.criteria:
+            assert parsed.accelerator == overlay.criteria["accelerator"]
+
+
+def test_certification_categories_exist_in_the_certify_catalog() -> None:
+    known = {p.stem for p in (catalog.default_root() / "certification").glob("*.yaml")}
+    for overlay in SHIPPED.overlays:
+        for entry in (overlay.certification or {}).get("categories", []):
+            name = entry if isinstance(entry, str) else entry["name"]
+            assert name in known, f"{overlay.source}: unknown certification category {name}"
 
 
 # --- values use keys the charts read ---------------------------------------------------------

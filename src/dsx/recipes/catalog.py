@@ -369,30 +369,59 @@ def _parse_patch(raw: object, source: str) -> ComponentPatch:
     )
 
 
+CERTIFICATION_FIELDS = ("categories", "thresholds", "accelerator", "interconnect")
+_CATEGORY_FIELDS = ("name", "thresholds", "scale")
+
+
 def _parse_certification(raw: object, source: str) -> dict[str, Any]:
-    """`{categories: [names], thresholds: {category: {metric: CEL}}}`, kept as data for certify."""
+    """The shape `dsx.model.certification.Certification.from_dict` reads, kept as data here.
+
+    `categories`: names, or `{name, thresholds: {metric: CEL}, scale}`; `thresholds`: global
+    `{metric: CEL}`; `accelerator` and `interconnect` pick the certify catalog's default floors.
+    """
     if not isinstance(raw, Mapping):
         raise CatalogError(f"{source}: must be a mapping")
     for key in raw:
-        if key not in ("categories", "thresholds"):
-            raise CatalogError(allowed_values_message(source, "field", key, ["categories", "thresholds"]))
-    categories = raw.get("categories") or []
-    if not isinstance(categories, list) or not all(isinstance(c, str) and c for c in categories):
-        raise CatalogError(f"{source}: categories must be a list of category names")
-    thresholds = raw.get("thresholds") or {}
-    if not isinstance(thresholds, Mapping):
-        raise CatalogError(f"{source}: thresholds must map a category to {{metric: expression}}")
-    for category, metrics in thresholds.items():
-        if not isinstance(metrics, Mapping) or not all(
-            isinstance(m, str) and isinstance(e, str) and e.strip() for m, e in metrics.items()
-        ):
-            raise CatalogError(f"{source}: thresholds.{category} must map metric names to CEL expressions")
+        if key not in CERTIFICATION_FIELDS:
+            raise CatalogError(allowed_values_message(source, "field", key, CERTIFICATION_FIELDS))
     out: dict[str, Any] = {}
-    if categories:
-        out["categories"] = list(categories)
-    if thresholds:
-        out["thresholds"] = {c: dict(m) for c, m in thresholds.items()}
+    categories = raw.get("categories")
+    if categories is not None:
+        if not isinstance(categories, list):
+            raise CatalogError(f"{source}: categories must be a list")
+        out["categories"] = [_parse_category(c, f"{source}: categories[{i}]") for i, c in enumerate(categories)]
+    if "thresholds" in raw:
+        out["thresholds"] = _parse_thresholds(raw["thresholds"], f"{source}: thresholds")
+    for key in ("accelerator", "interconnect"):
+        if key in raw:
+            if not isinstance(raw[key], str) or not raw[key]:
+                raise CatalogError(f"{source}: {key} must be a non-empty string")
+            out[key] = raw[key]
     return out
+
+
+def _parse_category(raw: object, source: str) -> str | dict[str, Any]:
+    if isinstance(raw, str) and raw:
+        return raw
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        raise CatalogError(f"{source}: expected a category name or a mapping with `name`")
+    for key in raw:
+        if key not in _CATEGORY_FIELDS:
+            raise CatalogError(allowed_values_message(source, "field", key, _CATEGORY_FIELDS))
+    entry: dict[str, Any] = {"name": raw["name"]}
+    if "thresholds" in raw:
+        entry["thresholds"] = _parse_thresholds(raw["thresholds"], f"{source}: thresholds")
+    if "scale" in raw:
+        entry["scale"] = raw["scale"]
+    return entry
+
+
+def _parse_thresholds(raw: object, source: str) -> dict[str, str]:
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(m, str) and isinstance(e, str) and e.strip() for m, e in raw.items()
+    ):
+        raise CatalogError(f"{source}: must map metric names to CEL expressions over `value`")
+    return dict(raw)
 
 
 def _parse_component(doc: Mapping[str, Any], source: str, folder: Path) -> ComponentRef:

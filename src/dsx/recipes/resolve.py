@@ -18,7 +18,7 @@ from dsx.model import constraints as constraint_model
 from dsx.model import criteria as criteria_model
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe, RecipeMetadata
 from dsx.recipes import graph, merge
-from dsx.recipes.catalog import Catalog, ComponentPatch, Overlay
+from dsx.recipes.catalog import CERTIFICATION_FIELDS, Catalog, ComponentPatch, Overlay
 from dsx.recipes.catalog import load as load_catalog
 
 GENERATOR = f"dsx/{__version__}"
@@ -70,7 +70,7 @@ def resolve(query: criteria_model.Criteria, catalog: Catalog | None = None) -> R
         constraints=state.sorted_constraints(),
         component_refs=tuple(refs),
         deployment_order=tuple(order),
-        certification=state.certification or None,
+        certification={k: state.certification[k] for k in CERTIFICATION_FIELDS if k in state.certification} or None,
         source=query.name(),
     )
     return recipe.with_digest()
@@ -175,13 +175,21 @@ class _State:
             self._merge_certification(overlay.certification)
 
     def _merge_certification(self, layer: dict[str, Any]) -> None:
-        categories = merge.union_in_order(self.certification.get("categories", []), layer.get("categories", []))
-        if categories:
-            self.certification["categories"] = categories
-        if layer.get("thresholds"):
+        """Categories merge by name in first-seen order; thresholds deep-merge; scalars replace."""
+        if "categories" in layer:
+            by_name: dict[str, dict[str, Any]] = {}
+            for entry in [*self.certification.get("categories", []), *layer["categories"]]:
+                entry = {"name": entry} if isinstance(entry, str) else entry
+                current = by_name.setdefault(entry["name"], {"name": entry["name"]})
+                merge.merge_into(current, entry)
+            self.certification["categories"] = [e["name"] if len(e) == 1 else e for e in by_name.values()]
+        if "thresholds" in layer:
             self.certification["thresholds"] = merge.deep_merge(
                 self.certification.get("thresholds", {}), layer["thresholds"]
             )
+        for key in ("accelerator", "interconnect"):
+            if key in layer:
+                self.certification[key] = layer[key]
 
     def component_refs(self) -> list[ComponentRef]:
         return [w.to_ref(name) for name, w in sorted(self.components.items()) if w.enabled]

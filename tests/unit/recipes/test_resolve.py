@@ -91,12 +91,14 @@ def test_constraints_key_on_name_and_operator_and_sort(small_catalog: Catalog) -
     assert [c.expression() for c in recipe.constraints] == ["K8s.server.version >= 1.32", "OS.release.ID == ubuntu"]
 
 
-def test_certification_categories_union_and_thresholds_merge(small_catalog: Catalog) -> None:
+def test_certification_categories_merge_by_name_thresholds_merge_scalars_replace(small_catalog: Catalog) -> None:
     recipe = resolve.resolve(Criteria(service="eks", accelerator="h100", intent="training"), small_catalog)
     assert recipe.certification == {
-        "categories": ["first", "second"],
-        "thresholds": {"second": {"speed_gbps": "value >= 2.0"}},
+        "categories": ["first", {"name": "second", "thresholds": {"busBandwidthGbps": "value >= 2.0"}}],
+        "thresholds": {"busBandwidthGbps": "value >= 1.0"},
+        "interconnect": "efa",
     }
+    assert resolve.resolve(Criteria(service="eks"), small_catalog).certification == {"categories": ["first"]}
 
 
 def test_health_asserts_land_in_the_component_namespace(small_catalog: Catalog) -> None:
@@ -177,6 +179,9 @@ def _rewrite(root: Path, name: str, old: str, new: str) -> None:
         ("alpha", "{kind: Deployment, name: alpha}", "{kind: Deployment}", "needs a name"),
         ("alpha", "name: alpha\nspec", "name: alfa\nspec", "must equal the file name 'alpha'"),
         ("lens", "[one.yaml, two.yaml]", "[one.yaml, nine.yaml]", "cannot read nine.yaml"),
+        ("training", "categories: [second, first]", "categories: [second, 3]", "categories[1]: expected a category"),
+        ("training", "busBandwidthGbps: value >= 1.0", "busBandwidthGbps: ''", "metric names to CEL expressions"),
+        ("training", "certification:", "certification:\n    nodes: 3", "field: 'nodes' is not allowed"),
     ],
 )
 def test_catalog_errors_name_the_file(catalog_copy: Path, file: str, old: str, new: str, message: str) -> None:
