@@ -65,7 +65,8 @@ class KnownKeys:
             paths |= {ref[: i + 1] for i in range(len(ref))}
         schema_paths, schema_open = _schema_keys(chart.schema or {}, ())
         paths |= schema_paths
-        read_whole = {r for r in chart.values_refs if not any(o[: len(r)] == r and o != r for o in chart.values_refs)}
+        extended = {ref[:i] for ref in chart.values_refs for i in range(1, len(ref))}
+        read_whole = set(chart.values_refs - extended)  # refs no deeper ref extends: read as a whole
         open_maps = set(schema_open)
         for path in paths:
             if _takes_any_key(path, chart, read_whole):
