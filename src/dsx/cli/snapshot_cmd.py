@@ -8,6 +8,7 @@ in-cluster agent in deploy/snapshot-agent needs no volume to hand its result bac
 from __future__ import annotations
 
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,14 @@ def snapshot(
     type=click.Path(dir_okay=False),
     help="Read `nvidia-smi -q -x` output from FILE instead of running nvidia-smi.",
 )
+@click.option(
+    "--every",
+    "every_seconds",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Capture again every N seconds until stopped (the DaemonSet agent); 0 captures once.",
+)
 @kubeconfig_option
 @context_option
 @cli_output.format_options
@@ -218,6 +227,7 @@ def node(
     root: str,
     node_name: str | None,
     smi_xml: str | None,
+    every_seconds: int,
     kubeconfig: str | None,
     context: str | None,
     fmt: str,
@@ -241,10 +251,14 @@ def node(
             return serialization.read_text(smi_xml)
         return host_snapshot.run_nvidia_smi(base)
 
-    snap = host_snapshot.collect(
-        base, node_name=name, generator=GENERATOR, nvidia_smi=nvidia_smi, captured_at=capture_time()
-    )
-    emit_snapshot(snap, fmt, output, kubeconfig=kubeconfig, context=context)
+    while True:
+        snap = host_snapshot.collect(
+            base, node_name=name, generator=GENERATOR, nvidia_smi=nvidia_smi, captured_at=capture_time()
+        )
+        emit_snapshot(snap, fmt, output, kubeconfig=kubeconfig, context=context)
+        if not every_seconds:
+            return
+        time.sleep(every_seconds)
 
 
 @snapshot.command()
