@@ -392,8 +392,15 @@ class Isolator:
     def _cross_boundary(
         self, ident: int, side_a: tuple[str, ...], side_b: tuple[str, ...], parent: int | None
     ) -> Generator[_Request, _Result, None]:
-        """Both sides pass alone but failed together: narrow the boundary with mixed groups."""
+        """Both sides pass alone but failed together: narrow the boundary with mixed groups.
+
+        The two sides are first run together once more: a failure that does not reproduce was
+        transient (noise on a shared machine, a flapping link) and blames nothing.
+        """
         a, b = side_a, side_b
+        again = yield _Request((tuple(sorted(a + b)),), Stage.CROSS_BOUNDARY, parent)
+        if answer_passed(again):
+            return
         for _ in range(self.max_probe_rounds):
             if len(a) <= 2 and len(b) <= 2:
                 break
@@ -442,6 +449,11 @@ class Isolator:
             if 0 < cut < len(ordered):
                 middle = cut
         return tuple(ordered[:middle]), tuple(ordered[middle:])
+
+
+def answer_passed(answer: _Result) -> bool:
+    """A run that could not be made counts as not reproducing the failure."""
+    return answer.untestable or answer.verdicts[0].passed
 
 
 def _pad(group: tuple[str, ...]) -> int:
