@@ -157,20 +157,30 @@ def parse(
     return _summarise(profile, log, detected)
 
 
+DETECTION_SAMPLE_LINES = 200
+"""Detection scores the first step-like lines only: a framework's format does not change mid-log."""
+
+
 def detect(log: Sequence[lines.LogLine], candidates: Sequence[profiles.LogProfile]) -> profiles.LogProfile | None:
-    """The profile that reads the most of `log`: step lines plus fields found on them."""
-    best: tuple[int, int, str] | None = None
+    """The profile that reads the most of `log`: step lines plus fields found on them.
+
+    Ties go to the higher `priority`, then to the name, so the choice is deterministic.
+    """
+    sample: list[str] = []
+    for line in log:
+        if any(p.step.search(line.text) for p in candidates):
+            sample.append(line.text)
+            if len(sample) == DETECTION_SAMPLE_LINES:
+                break
+    best: tuple[int, int] | None = None
     chosen = None
-    for profile in candidates:
+    for profile in sorted(candidates, key=lambda p: p.name):
         score = 0
-        for line in log:
-            if profile.step.search(line.text):
-                score += 1 + sum(1 for pats in profile.fields.values() if any(p.regex.search(line.text) for p in pats))
-        if score == 0:
-            continue
-        key = (score, profile.priority, profile.name)
-        if best is None or key[:2] > best[:2] or (key[:2] == best[:2] and key[2] < best[2]):
-            best, chosen = key, profile
+        for text in sample:
+            if profile.step.search(text):
+                score += 1 + sum(1 for pats in profile.fields.values() if any(p.regex.search(text) for p in pats))
+        if score and (best is None or (score, profile.priority) > best):
+            best, chosen = (score, profile.priority), profile
     return chosen
 
 

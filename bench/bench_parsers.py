@@ -1,0 +1,71 @@
+"""Parser speed: kernel-log Xid lines, nccl-tests output and training logs, in lines per second.
+
+Why it matters: the kernel-log monitor reads every line a node's kernel writes (Xid storms reach
+hundreds of thousands of lines; NVSentinel measured 800k repeats of Xid 95 on one node), and the
+certify engine re-reads whole launcher logs. Inputs are the real samples in tests/data, repeated;
+the dmesg mix puts one Xid line among twenty ordinary kernel lines, as real logs are mostly noise.
+Prints the median of several runs. Run with `make bench` or `python bench/bench_parsers.py`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dsx.certify.parsing import nccl, training
+from dsx.health import xid
+
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+RUNS = 5
+NOISE = [
+    "[ 1234.567890] eth0: Link is Up - 100Gbps/Full - flow control off",
+    "[ 1234.600000] EXT4-fs (nvme0n1p1): mounted filesystem with ordered data mode",
+    '[ 1234.700000] audit: type=1400 audit(1700000000.000:42): apparmor="STATUS" operation="profile_load"',
+    "[ 1234.800000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15",
+]
+
+
+def _lines_per_second(parse: Callable[[str], object], text: str) -> float:
+    count = text.count("\n") + 1
+    parse(text)  # warm caches (catalog, profiles, regexes)
+    samples = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        parse(text)
+        samples.append(time.perf_counter() - start)
+    return count / statistics.median(samples)
+
+
+def _sample(folder: str, name: str) -> str:
+    return (DATA / folder / name).read_text(encoding="utf-8")
+
+
+def main() -> None:
+    kernel = [line for line in _sample("xid", "kernel-lines.txt").split("\n") if line]
+    xid_only = "\n".join(kernel * 2000)
+    mixed_lines = []
+    for index in range(40000):
+        mixed_lines.append(kernel[index % len(kernel)] if index % 20 == 0 else NOISE[index % len(NOISE)])
+    mixed = "\n".join(mixed_lines)
+    nccl_log = "\n".join([_sample("nccl", "01-allreduce-h100-2node-gcp-a3mega.log")] * 500)
+    nccl_prefixed = "\n".join(f"2026-02-16T10:00:04.000000000Z [1,0]<stdout>:{line}" for line in nccl_log.split("\n"))
+    megatron = "\n".join([_sample("training", "01-megatron-lm-mixtral8x7b-16xH100.log")] * 3000)
+
+    results = [
+        ("xid: Xid/SXid lines only", _lines_per_second(xid.parse_text, xid_only)),
+        ("xid: dmesg mix, 1 Xid line in 20", _lines_per_second(xid.parse_text, mixed)),
+        ("nccl: a3mega log x500", _lines_per_second(nccl.parse, nccl_log)),
+        ("nccl: same with kubelet + mpirun prefixes", _lines_per_second(nccl.parse, nccl_prefixed)),
+        ("training: megatron x3000 (profile detected)", _lines_per_second(training.parse, megatron)),
+    ]
+    print(f"command: {Path(sys.executable).name} bench/bench_parsers.py  (median of {RUNS} runs)")
+    width = max(len(name) for name, _ in results)
+    for name, rate in results:
+        print(f"  {name:<{width}}  {rate:>12,.0f} lines/s")
+
+
+if __name__ == "__main__":
+    main()
