@@ -108,7 +108,7 @@ def pool_consistency(gpu_nodes: Sequence[snapshot.Node]) -> results.CheckResult:
 def gpu_daemon_sets(
     daemon_sets: Sequence[Mapping[str, Any]], operator_namespace: str | None
 ) -> list[Mapping[str, Any]]:
-    """The device plugin wherever it runs, plus every DaemonSet in the GPU Operator's namespace."""
+    """NVIDIA's device plugin wherever it runs, plus every DaemonSet in the GPU Operator's namespace."""
     return [
         ds
         for ds in daemon_sets
@@ -117,7 +117,9 @@ def gpu_daemon_sets(
 
 
 def _is_device_plugin(ds: Mapping[str, Any]) -> bool:
-    return "device-plugin" in str(_meta(ds, "name"))
+    """NVIDIA's device plugin under the names the GPU Operator, its Helm chart and GKE give it."""
+    name = str(_meta(ds, "name"))
+    return "device-plugin" in name and "nvidia" in name
 
 
 def daemon_set_coverage(
@@ -168,7 +170,9 @@ def device_plugin_from_counters(
         return results.skipped(name, PHASE, "no GPU nodes in the snapshot")
     if cluster is None:
         return results.skipped(name, PHASE, "the snapshot has no cluster facts")
-    plugins = [w for w in cluster.workloads if w.kind == "DaemonSet" and "device-plugin" in w.name]
+    plugins = [
+        w for w in cluster.workloads if w.kind == "DaemonSet" and "device-plugin" in w.name and "nvidia" in w.name
+    ]
     if not plugins:
         return results.failed(name, PHASE, "no device-plugin DaemonSet: nothing advertises nvidia.com/gpu")
     ready = max(w.ready for w in plugins)

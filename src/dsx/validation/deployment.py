@@ -124,7 +124,7 @@ def health(
     out = []
     for declared in component.health_check_asserts:
         check = declared.in_namespace(component.namespace)
-        subject = check.name or ",".join(f"{k}={v}" for k, v in sorted(check.selector.items()))
+        subject = check.name or ",".join(f"{k}={v}" for k, v in sorted(check.selector.items())) or "*"
         name = f"deployment/{component.name}/{check.kind.value}/{subject}"
         if live is not None:
             verdict = health_asserts.evaluate(check, _objects_for(check, live))
