@@ -611,21 +611,28 @@ def measure_row(
 
 
 def format_table(rows: Iterable[ResultRow], *, avg_busbw_gbps: float | None = None) -> str:
-    """The table as nccl-tests prints it: label, header and units lines, rows and the two-line footer.
+    """The table as nccl-tests prints it: label, header and units lines, rows and the footer.
 
     The average is the mean busbw over both placements of every row unless given.
     """
     rows = list(rows)
-    out = ["#", _LABEL_LINE, _HEADER_LINE, _UNITS_LINE]
-    out.extend(format_row(r) for r in rows)
+    return format_table_head() + "".join(format_row(r) + "\n" for r in rows) + format_footer(rows, avg_busbw_gbps)
+
+
+def format_table_head() -> str:
+    """The four lines above the rows (`#`, the placement labels, column names, units); for streaming."""
+    return "\n".join(["#", _LABEL_LINE, _HEADER_LINE, _UNITS_LINE]) + "\n"
+
+
+def format_footer(rows: Sequence[ResultRow], avg_busbw_gbps: float | None = None) -> str:
+    """`# Out of bounds values`, `# Avg bus bandwidth` and the closing `#`, computed from `rows`."""
     oob = sum(1 for r in rows for p in (r.out_of_place, r.in_place) if p is not None and (p.wrong or 0) > 0)
-    out.append(f"# Out of bounds values : {oob} {'FAILED' if oob else 'OK'}")
     if avg_busbw_gbps is None:
         values = [p.busbw_gbps for r in rows for p in (r.out_of_place, r.in_place) if p and p.busbw_gbps is not None]
         avg_busbw_gbps = sum(values) / len(values) if values else 0.0
-    out.append(f"# Avg bus bandwidth    : {avg_busbw_gbps:g} ")
-    out.append("#")
-    return "\n".join(out) + "\n"
+    return (
+        f"# Out of bounds values : {oob} {'FAILED' if oob else 'OK'}\n# Avg bus bandwidth    : {avg_busbw_gbps:g} \n#\n"
+    )
 
 
 def format_row(row: ResultRow) -> str:
@@ -658,6 +665,34 @@ def format_device(device: RankDevice) -> str:
     )
 
 
+def format_preamble(
+    collective: str,
+    *,
+    min_bytes: int,
+    max_bytes: int,
+    devices: Sequence[RankDevice] = (),
+    step_factor: int = 2,
+    warmup_iterations: int = 5,
+    iterations: int = 20,
+) -> str:
+    """The lines before the table: start banner, run parameters and `# Using devices` with one line per rank."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    head = [
+        f"# Collective test starting: {collective}_perf",
+        f"# nThread 1 nGpus 1 minBytes {min_bytes} maxBytes {max_bytes} step: {step_factor}(factor) "
+        f"warmup iters: {warmup_iterations} iters: {iterations} agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+        *(format_device(d) for d in devices),
+    ]
+    return "\n".join(head) + "\n"
+
+
+def format_conclusion(collective: str) -> str:
+    return f"# Collective test concluded: {collective}_perf\n"
+
+
 def format_run(
     collective: str,
     rows: Sequence[ResultRow],
@@ -666,17 +701,18 @@ def format_run(
     warmup_iterations: int = 5,
     iterations: int = 20,
 ) -> str:
-    """A whole nccl-tests run: start banner, parameters, devices, the table and the end banner."""
-    if collective not in COLLECTIVES:
-        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    """A whole nccl-tests run: `format_preamble`, `format_table`, `format_conclusion`.
+
+    A workload that prints rows as it measures them writes the same pieces one by one:
+    preamble and `format_table_head()`, then `format_row(row)` per size, then `format_footer(rows)`.
+    """
     sizes = [r.size_bytes for r in rows] or [0]
-    head = [
-        f"# Collective test starting: {collective}_perf",
-        f"# nThread 1 nGpus 1 minBytes {min(sizes)} maxBytes {max(sizes)} step: 2(factor) "
-        f"warmup iters: {warmup_iterations} iters: {iterations} agg iters: 1 validation: 1 graph: 0",
-        "#",
-        "# Using devices",
-        *(format_device(d) for d in devices),
-    ]
-    tail = f"# Collective test concluded: {collective}_perf\n"
-    return "\n".join(head) + "\n" + format_table(rows) + tail
+    preamble = format_preamble(
+        collective,
+        min_bytes=min(sizes),
+        max_bytes=max(sizes),
+        devices=devices,
+        warmup_iterations=warmup_iterations,
+        iterations=iterations,
+    )
+    return preamble + format_table(rows) + format_conclusion(collective)

@@ -420,3 +420,30 @@ def test_format_run_with_wrong_results_reads_back_failed() -> None:
 def test_format_run_refuses_unknown_collective() -> None:
     with pytest.raises(ValueError, match="unknown collective"):
         nccl.format_run("allreduce", [])
+
+
+def test_streamed_pieces_compose_to_format_run() -> None:
+    rows = [
+        nccl.measure_row(
+            "alltoall",
+            size_bytes=size,
+            count=size // 4,
+            type_name="float",
+            redop="none",
+            root=-1,
+            ranks=4,
+            out_of_place_us=30.0,
+            in_place_us=31.0,
+            in_place_wrong=None,
+        )
+        for size in (4096, 8192)
+    ]
+    streamed = (
+        nccl.format_preamble("alltoall", min_bytes=4096, max_bytes=8192)
+        + nccl.format_table_head()
+        + "".join(nccl.format_row(r) + "\n" for r in rows)
+        + nccl.format_footer(rows)
+        + nccl.format_conclusion("alltoall")
+    )
+    assert streamed == nccl.format_run("alltoall", rows)
+    assert all(r.in_place is not None and r.in_place.wrong is None for r in nccl.parse(streamed).tables[0].rows)
