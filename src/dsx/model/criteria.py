@@ -8,7 +8,7 @@ overlay that leaves a field out means the same as `any` (see docs/adr/0002).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dsx.errors import BadInputError, allowed_values_message
@@ -118,7 +118,3 @@ def normalize_mapping(raw: Mapping[str, object], *, source: str) -> dict[str, An
 def parse_criteria(raw: Mapping[str, object], *, source: str) -> Criteria:
     """A `Criteria` from a user mapping (flags, a config file or an API body)."""
     return Criteria().overridden_by(normalize_mapping(raw, source=source))
-
-
-def field_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(Criteria))

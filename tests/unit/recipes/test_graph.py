@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsx.errors import CatalogError
@@ -35,6 +35,7 @@ def test_missing_dependency_names_the_edge() -> None:
 names = st.sampled_from(list("abcdefgh"))
 
 
+@settings(deadline=None)
 @given(st.dictionaries(names, st.lists(names, max_size=3), min_size=1))
 def test_order_is_a_topological_sort_or_a_named_cycle(raw: dict[str, list[str]]) -> None:
     # keep only edges to known nodes, and only "backward" edges so the graph is acyclic

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsx.recipes import merge
@@ -40,6 +40,7 @@ def test_example_from_the_catalog_readme() -> None:
     }
 
 
+@settings(deadline=None)
 @given(maps, maps)
 def test_every_leaf_of_the_later_layer_wins(base: dict[str, Any], layer: dict[str, Any]) -> None:
     merged = merge.deep_merge(base, layer)
@@ -49,6 +50,7 @@ def test_every_leaf_of_the_later_layer_wins(base: dict[str, Any], layer: dict[st
             assert merged_leaves[path] == value
 
 
+@settings(deadline=None)
 @given(maps, maps)
 def test_base_leaves_survive_unless_the_layer_replaces_them(base: dict[str, Any], layer: dict[str, Any]) -> None:
     merged_leaves = _leaves(merge.deep_merge(base, layer))
@@ -69,6 +71,7 @@ def _replaced(layer: dict[str, Any], path: tuple[str, ...]) -> bool:
     return False
 
 
+@settings(deadline=None)
 @given(maps, maps, maps)
 def test_layers_apply_in_order_and_a_map_replacing_a_scalar_starts_fresh(
     a: dict[str, Any], b: dict[str, Any], c: dict[str, Any]
@@ -82,6 +85,7 @@ def test_layers_apply_in_order_and_a_map_replacing_a_scalar_starts_fresh(
     assert merge.deep_merge({"k": {"x": 2}}, {"k": 1}) == {"k": 1}
 
 
+@settings(deadline=None)
 @given(maps)
 def test_merge_with_itself_or_empty_changes_nothing(a: dict[str, Any]) -> None:
     assert merge.deep_merge(a, a) == a
@@ -89,6 +93,7 @@ def test_merge_with_itself_or_empty_changes_nothing(a: dict[str, Any]) -> None:
     assert merge.deep_merge({}, a) == a
 
 
+@settings(deadline=None)
 @given(maps, maps)
 def test_inputs_are_untouched_and_result_shares_no_containers(base: dict[str, Any], layer: dict[str, Any]) -> None:
     base_before, layer_before = copy.deepcopy(base), copy.deepcopy(layer)

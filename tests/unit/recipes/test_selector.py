@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsx.errors import BadInputError, NotFoundError
@@ -101,6 +101,7 @@ def _paths(tree: Any, prefix: list[Step]) -> list[tuple[list[Step], Any]]:
     return found
 
 
+@settings(deadline=None)
 @given(documents)
 def test_every_rendered_path_selects_its_value(document: Any) -> None:
     for steps, value in _paths(document, []):
@@ -109,6 +110,7 @@ def test_every_rendered_path_selects_its_value(document: Any) -> None:
         assert selector.select(document, rendered) == value
 
 
+@settings(deadline=None)
 @given(st.dictionaries(keys, documents, min_size=1, max_size=3), keys)
 def test_a_missing_key_reports_a_prefix_that_exists(document: dict[str, Any], missing: str) -> None:
     for steps, value in _paths(document, []):
