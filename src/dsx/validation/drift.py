@@ -57,9 +57,10 @@ class _Absent:
 
 
 ABSENT = _Absent()
-# labels that differ from node to node by design: placement, identity, timestamps
+# labels that differ from node to node by design: placement, identity, timestamps, and dsx's
+# own operational state (quarantine, simulator bookkeeping) — the pool label itself excepted
 _PER_NODE_LABELS = ("kubernetes.io/hostname", "nvidia.com/gpu.clique", "nvidia.com/gfd.timestamp")
-_PER_NODE_PATTERN = re.compile(r"topology|failure-domain")
+_PER_NODE_PATTERN = re.compile(r"topology|failure-domain|^(?:[a-z0-9.-]+\.)?dsx\.run/(?!pool$)")
 
 
 @dataclass(frozen=True)

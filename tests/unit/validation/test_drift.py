@@ -128,10 +128,21 @@ def test_placement_labels_are_not_drift(
                 "nvidia.com/gpu.clique": "abc.1",
                 "cloud.google.com/gce-topology-host": "h2",
                 "topology.k8s.aws/network-node-layer-3": "nn-3",
+                "dsx.run/quarantine": "true",
+                "sim.dsx.run/not-ready": "true",
             },
         )
     )
     assert drift.recipe_vs_snapshot(cluster_recipe, snap_of(healthy_cluster)).changes == ()
+
+
+def test_pool_label_itself_is_compared(
+    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+) -> None:
+    healthy_cluster.add(objects.gpu_node("gpu-2", **{"nvidia.com/gpu.family": "hopper"}))
+    report = drift.recipe_vs_snapshot(cluster_recipe, snap_of(healthy_cluster))
+    assert kinds(report) == [("pool-label", "node.kubernetes.io/instance-type=p5.48xlarge", "nvidia.com/gpu.family")]
+    assert report.changes[0].expected == "(none)"
 
 
 def test_non_helm_component_by_image_tag(
