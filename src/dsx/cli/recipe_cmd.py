@@ -132,8 +132,12 @@ def query(selector: str, recipe_path: str | None, fmt: str, output: str | None, 
     from dsx.recipes import selector as selector_module
 
     if recipe_path:
+        from dsx.errors import BadInputError
         from dsx.model import recipe as recipe_model
 
+        given = sorted(k for k, v in params.items() if v is not None)
+        if given:
+            raise BadInputError(f"--recipe replaces criteria; drop {', '.join(given)}")
         resolved = recipe_model.load(recipe_path)
     else:
         resolved = _resolve(params, strict=False)
