@@ -134,3 +134,30 @@ def test_passed_run_exits_0_through_the_entry_point(
 ) -> None:
     code, _ = run_dsx(monkeypatch, capsys, "nccl", str(DATA / "nccl" / "06-allreduce-h200-1node-16G-azure-nhc.log"))
     assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("nccl", name) for name in sorted(NCCL)] + [("training", name) for name in sorted(TRAINING)],
+    ids=lambda v: v[:2],
+)
+def test_through_dsx_certify_parse(kind: str, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The user's path: `dsx certify parse KIND FILE --format json` on the raw sample file."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main.main(["certify", "parse", kind, str(DATA / kind / name), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    if kind == "nccl":
+        code, collective, rows, max_busbw, avg = NCCL[name]
+        (table,) = data["tables"]
+        assert (table["collective"], table["row_count"], table["max_busbw_gbps"], table["avg_busbw_gbps"]) == (
+            collective,
+            rows,
+            max_busbw,
+            avg,
+        )
+        assert exit_info.value.code == code
+    else:
+        profile, steps, step_time, _, _ = TRAINING[name]
+        assert (data["profile"], data["step_count"]) == (profile, steps)
+        assert data["step_time_seconds"]["mean"] == pytest.approx(step_time, abs=1e-5)
+        assert exit_info.value.code == 0
