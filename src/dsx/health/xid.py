@@ -430,6 +430,8 @@ def parse_line(line: str, line_number: int = 0, xid_catalog: XidCatalog | None =
 
 def _read_prefix(prefix: str) -> dict[str, Any]:
     """Timestamp, uptime and host from whatever stands before the NVRM/SXid marker."""
+    if not prefix:
+        return {"hostname": None, "timestamp": None, "timestamp_text": None, "uptime_seconds": None}
     found: dict[str, str] = {}
     position = 0
     progress = True
@@ -462,6 +464,7 @@ def _timestamp(found: Mapping[str, str]) -> datetime | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def canonical_pci_address(text: str) -> str | None:
     """`0000:01:00`, `00000000:10:1C.0`, `10:1c.0` → `0000:01:00.0`-style; None when not an address."""
     match = _CANONICAL_PCI.match(text.strip().lower())
