@@ -204,7 +204,8 @@ def namespace_pods(namespace: str, owners: list[str], live: reading.LiveObjects 
     if problems:
         listed = "; ".join(f"pod {pod}: {problem}" for pod, problem in sorted(problems.items()))
         return results.failed(name, PHASE, listed, components=owners, pods=dict(sorted(problems.items())))
-    return results.passed(name, PHASE, f"{len(pods)} pods in {namespace} healthy", components=owners, pods=len(pods))
+    count = f"{len(pods)} pod{'s' if len(pods) != 1 else ''}"
+    return results.passed(name, PHASE, f"{count} in {namespace} healthy", components=owners, pods=len(pods))
 
 
 def _owned_by_job(pod: Mapping[str, Any]) -> bool:

@@ -119,16 +119,14 @@ def junit_xml(report: results.Report) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
 
 
-def table(report: results.Report, *, width: int = 140) -> str:
-    """Phase, check, status, message — one line per check — and the verdict."""
+def table(report: results.Report) -> str:
+    """Phase, check, status, message — one line per check, messages in full — and the verdict."""
     rows = [(r.phase.value, r.name.split("/", 1)[-1], r.status.value.upper(), r.message) for r in report.results]
     name_width = max([len("CHECK"), *(len(r[1]) for r in rows)])
     phase_width = max([len("PHASE"), *(len(r[0]) for r in rows)])
     lines = [f"{'PHASE'.ljust(phase_width)}  {'CHECK'.ljust(name_width)}  {'STATUS':7}  MESSAGE"]
-    room = max(20, width - phase_width - name_width - 13)
     for phase, name, status, message in rows:
-        shown = message if len(message) <= room else message[: room - 1] + "…"
-        lines.append(f"{phase.ljust(phase_width)}  {name.ljust(name_width)}  {status:7}  {shown}")
+        lines.append(f"{phase.ljust(phase_width)}  {name.ljust(name_width)}  {status:7}  {message}")
     verdict = "FAILED" if report.failed else "PASSED"
     counts = ", ".join(f"{report.count(s)} {s.value}" for s in results.Status)
     lines.append("")

@@ -152,9 +152,8 @@ def test_table_has_one_line_per_check_and_a_verdict(failing_report: results.Repo
     assert lines[-1].startswith("FAILED: test: ")
 
 
-def test_long_messages_are_cut_in_the_table(healthy_cluster: reading.FakeClusterReader) -> None:
+def test_long_messages_are_shown_whole(healthy_cluster: reading.FakeClusterReader) -> None:
     subject = results.Subject("r", "sha256:a", "sha256:b")
-    long = results.failed("deployment/x", results.Phase.DEPLOYMENT, "y" * 500)
+    long = results.failed("deployment/x", results.Phase.DEPLOYMENT, "pod a: CrashLoopBackOff; " * 20)
     report = results.Report(subject, (results.Phase.DEPLOYMENT,), (long,), "dsx/0.1.0")
-    assert all(len(line) <= 140 for line in reports.table(report).splitlines())
-    assert reports.ctrf(report)["results"]["tests"][0]["message"] == "y" * 500
+    assert ("pod a: CrashLoopBackOff; " * 20).strip() in reports.table(report)
