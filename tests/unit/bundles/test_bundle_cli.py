@@ -134,3 +134,29 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert "not-a-recipe.yaml: not a dsx recipe" in err
     assert "k.pub: key file not found" in err
     assert "'kubectl' is not one of" in err
+
+
+def test_lint_gate_stops_unknown_values_unless_no_lint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fixture = Path(__file__).resolve().parents[2] / "data" / "bundles" / "recipe-small.yaml"
+    assert dsx("bundle", "--recipe", str(fixture), "--output", str(tmp_path / "o")) == 1
+    captured = capsys.readouterr()
+    assert "bigNumber" in captured.err and "--no-lint" in captured.err
+    assert not (tmp_path / "o").exists()
+    assert dsx("bundle", "--recipe", str(fixture), "--output", str(tmp_path / "o"), "--no-lint") == 0
+    assert (tmp_path / "o" / layout.CHECKSUMS).is_file()
+
+
+def test_recipe_from_stdin_and_source_date_epoch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+    import json
+
+    fixture = Path(__file__).resolve().parents[2] / "data" / "bundles" / "recipe-small.yaml"
+    monkeypatch.setattr("sys.stdin", io.StringIO(fixture.read_text()))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
+    assert dsx("bundle", "--recipe", "-", "--deployer", "argocd", "--output", str(tmp_path / "o"), "--no-lint") == 0
+    assert json.loads((tmp_path / "o" / layout.MANIFEST).read_text())["createdAt"] == "2026-01-01T00:00:00Z"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    assert dsx("bundle", "--recipe", str(fixture), "--output", str(tmp_path / "p"), "--no-lint") == 2
+    assert "SOURCE_DATE_EPOCH" in capsys.readouterr().err
