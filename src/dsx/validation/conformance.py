@@ -231,10 +231,8 @@ def no_cluster_admin(live: reading.LiveObjects) -> results.CheckResult:
     accounts = set()
     for binding in bindings:
         ref = binding.get("roleRef") or {}
-        if ref.get("kind") != "ClusterRole":
-            continue
         role_name = str(ref.get("name"))
-        admin = role_name == "cluster-admin" or _wildcard(roles.get(role_name))
+        admin = ref.get("kind") == "ClusterRole" and (role_name == "cluster-admin" or _wildcard(roles.get(role_name)))
         for subject in binding.get("subjects") or []:
             if subject.get("kind") != "ServiceAccount":
                 continue
