@@ -56,14 +56,18 @@ class LocalExecutor:
         injections: Sequence[model.FaultInjection] = (),
         slow_factor: float = SLOW_FACTOR,
         python: str = sys.executable,
+        names: Sequence[str] = (),
     ) -> None:
+        """`names` lets the local ranks stand in for real node names (e.g. a `dsx sim` cluster's)."""
         if node_count < 1:
             raise BadInputError(f"--nodes: must be at least 1, got {node_count}")
-        self._names = node_names(node_count)
+        if names and len(names) != node_count:
+            raise BadInputError(f"--nodes: {node_count} nodes but {len(names)} names given")
+        self._names = list(names) if names else node_names(node_count)
         unknown = [i.node for i in injections if i.node not in self._names]
         if unknown:
             raise BadInputError(
-                f"--inject: unknown node {unknown[0]!r}; local nodes are node-0 … node-{node_count - 1}"
+                f"--inject: unknown node {unknown[0]!r}; local nodes are {self._names[0]} … {self._names[-1]}"
             )
         self._faults = {i.node: i.kind for i in injections}
         self._slow_factor = slow_factor
