@@ -17,6 +17,7 @@ than `metadata.capturedAt`, which `dsx diff` ignores.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -241,7 +242,7 @@ class Node:
     unschedulable: bool = False
     host: HostFacts | None = None
 
-    @property
+    @functools.cached_property
     def gpu(self) -> GpuLabels | None:
         return GpuLabels.from_labels(self.labels)
 
@@ -411,7 +412,7 @@ class Snapshot:
                 return node
         return None
 
-    @property
+    @functools.cached_property
     def gpu_nodes(self) -> tuple[Node, ...]:
         return tuple(n for n in self.nodes if n.is_gpu_node)
 
