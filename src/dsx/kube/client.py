@@ -25,9 +25,10 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core import resource as lightkube_resource
 from lightkube.core.exceptions import ApiError, LoadResourceError
 from lightkube.core.resource_registry import resource_registry
+from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.core_v1 import Node, Pod, ServiceAccountToken
 from lightkube.types import CascadeType, PatchType
 
 from dsx import errors
@@ -386,13 +387,23 @@ class KubeClient:
         return None, ""
 
     def pod_logs(
-        self, namespace: str, name: str, *, container: str | None = None, tail_lines: int | None = None
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        timestamps: bool = False,
     ) -> str:
-        """The container's log as text (the only container when `container` is None)."""
+        """The container's log as text (the only container when `container` is None).
+
+        With `timestamps`, each line starts with the kubelet's RFC 3339 receive time.
+        """
         with self._seam(f"read logs of pod {namespace}/{name}"):
-            return "".join(
-                self._api.log(name, namespace=namespace, container=container, tail_lines=tail_lines, newlines=True)
+            lines = self._api.log(
+                name, namespace=namespace, container=container, tail_lines=tail_lines, timestamps=timestamps
             )
+            return "".join(lines)
 
     def create_pod(self, pod: Mapping[str, Any]) -> dict[str, Any]:
         return self.create(pod)
@@ -407,7 +418,7 @@ class KubeClient:
         """Delete a Job and, in the background, its pods."""
         return self.delete("batch/v1", "Job", name, namespace, propagation="Background")
 
-    # ---- workloads, secrets, CRDs ----------------------------------------------------------
+    # ---- workloads, secrets, identities, CRDs ----------------------------------------------
 
     def workload_status(self, kind: WorkloadKind | str, namespace: str, name: str) -> WorkloadStatus:
         kind = WorkloadKind(kind)
@@ -430,6 +441,37 @@ class KubeClient:
         """A Secret's data, base64-decoded."""
         secret = self.get("v1", "Secret", name, namespace)
         return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+
+    def service_account_token(
+        self, namespace: str, name: str, *, expiration_seconds: int = 3600, audiences: tuple[str, ...] = ()
+    ) -> str:
+        """A bound token for a ServiceAccount (TokenRequest API), e.g. for a least-privilege kubeconfig."""
+        request = ServiceAccountToken(
+            metadata=ObjectMeta(name=name, namespace=namespace),
+            spec=TokenRequestSpec(audiences=list(audiences), expirationSeconds=expiration_seconds),
+        )
+        with self._seam(f"request a token for serviceaccount {namespace}/{name}"):
+            issued = self._api.create(request, name=name, namespace=namespace)
+        if issued.status is None or not issued.status.token:
+            raise errors.UnavailableError(f"serviceaccount {namespace}/{name}: the apiserver issued no token")
+        return str(issued.status.token)
+
+    def kubeconfig_for_token(self, token: str) -> dict[str, Any]:
+        """A kubeconfig document for this cluster that authenticates with `token` (same server and CA)."""
+        cluster = self._api.config.cluster
+        entry: dict[str, Any] = {"server": self.server}
+        if cluster.certificate_auth_data:
+            entry["certificate-authority-data"] = cluster.certificate_auth_data
+        elif cluster.certificate_auth:
+            entry["certificate-authority"] = str(self._api.config.abs_file(cluster.certificate_auth))
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "cluster", "cluster": entry}],
+            "users": [{"name": "token", "user": {"token": token}}],
+            "contexts": [{"name": "token", "context": {"cluster": "cluster", "user": "token"}}],
+            "current-context": "token",
+        }
 
     def create_crd(self, crd: Mapping[str, Any], *, timeout_seconds: float = 30.0) -> dict[str, Any]:
         """Apply a CustomResourceDefinition and wait until the apiserver serves it (Established)."""

@@ -24,6 +24,9 @@ import httpx2
 from dsx import errors
 from dsx.kube import translation
 
+RELIST_AFTER_FAILURES = 3
+_PERSISTENT = (401, 403, 404)
+
 
 class EventType(enum.StrEnum):
     ADDED = "ADDED"
@@ -62,7 +65,8 @@ class ResourceWatch:
     """A resumable watch over one collection path (e.g. `/api/v1/nodes`).
 
     `objects` is the watcher's current view; `resource_version` is where the next
-    connection resumes; `relists` counts the 410s it recovered from.
+    connection resumes; `relists` counts the relists it recovered by, `expirations` the 410s
+    among their causes (the others: a server error repeating at the same resume point).
     """
 
     def __init__(
@@ -81,6 +85,8 @@ class ResourceWatch:
         self.resource_version: str | None = None
         self.objects: dict[str, dict[str, Any]] = {}
         self.relists = 0
+        self.expirations = 0
+        self._failures = 0
 
     def sync(self) -> list[dict[str, Any]]:
         """List the collection now; the view and the resume point start from this list."""
@@ -115,8 +121,9 @@ class ResourceWatch:
                 yield from self._recover()
 
     def _recover(self) -> Iterator[WatchEvent]:
-        """410 Gone: relist and report the difference from the view."""
+        """The resume point is unusable: relist and report the difference from the view."""
         self.relists += 1
+        self._failures = 0
         before = self.objects
         items, version = self._list()
         after = {_key(o): o for o in items}
@@ -155,6 +162,7 @@ class ResourceWatch:
         try:
             with self._http.stream("GET", self._path, params=params, timeout=timeout) as response:
                 if response.status_code == 410:
+                    self.expirations += 1
                     yield None
                     return
                 if response.is_error:
@@ -169,6 +177,9 @@ class ResourceWatch:
                     if event is None:
                         yield None
                         return
+                    if event is True:
+                        time.sleep(min(0.1 * 2**self._failures, 2.0))
+                        return
                     if isinstance(event, WatchEvent):
                         yield event
         except (httpx2.ReadTimeout, httpx2.RemoteProtocolError, httpx2.ReadError):
@@ -181,7 +192,8 @@ class ResourceWatch:
             raise (mapped or errors.UnavailableError(f"{action}: {exc}")) from exc
 
     def _decode(self, line: str, action: str) -> WatchEvent | bool | None:
-        """A watch line as an event; None for 410 Gone; False for bookmarks (position only)."""
+        """A watch line as an event; None to relist (410 Gone, or an error that keeps coming back);
+        False for a bookmark; True to reconnect from the same point."""
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -191,11 +203,20 @@ class ResourceWatch:
         if kind == "ERROR":
             code = int(obj.get("code") or 0)
             if code == 410:
+                self.expirations += 1
                 return None
-            raise translation.error_for_status(action, code, str(obj.get("reason", "")), str(obj.get("message", "")))
+            error = translation.error_for_status(action, code, str(obj.get("reason", "")), str(obj.get("message", "")))
+            if code in _PERSISTENT:
+                raise error
+            # anything else (e.g. a 500 "PrevKv=nil" when etcd compacted exactly at the next
+            # event) ends this connection; the next resumes from the same point, as client-go's
+            # reflector does, and if the error repeats there the watch relists instead
+            self._failures += 1
+            return None if self._failures >= RELIST_AFTER_FAILURES else True
         version = _version(obj)
         if version:
             self.resource_version = version
+        self._failures = 0
         if kind == "BOOKMARK":
             return False
         event = WatchEvent(EventType(kind), obj)

@@ -127,6 +127,17 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex((LOOPBACK, port)) == 0
 
 
+# clients of the apiserver first, then the apiserver, then its storage: an apiserver whose
+# etcd is already gone takes its full grace period to stop
+STOP_ORDER = (("kwok", "kube-scheduler", "kube-controller-manager"), ("kube-apiserver",), ("etcd",))
+
+
+def _stop_in_order(records: tuple[processes.ProcessRecord, ...]) -> None:
+    for group in STOP_ORDER:
+        processes.stop([r for r in records if r.component in group])
+    processes.stop([r for r in records if not any(r.component in group for group in STOP_ORDER)])
+
+
 def _ready(node: dict[str, Any]) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions") or []
@@ -229,7 +240,7 @@ class SimCluster:
                 return self.status()
             if state is not None:
                 say("restarting a stopped control plane on its existing data")
-                processes.stop(reversed(state.processes))
+                _stop_in_order(state.processes)
             processes.kill_pids(processes.strays(f"{self.state_dir}/"))
             found = binaries.resolve(progress=say, allow_build=allow_build)
             state = self._start(options, found, state, deadline, say, die_with_parent)
@@ -287,7 +298,7 @@ class SimCluster:
                 self._converge_nodes(kube, state, say)
                 self._wait_ready(kube, state, deadline, say)
         except BaseException:
-            processes.stop(reversed(state.processes))
+            _stop_in_order(state.processes)
             raise
         return state
 
@@ -486,6 +497,35 @@ class SimCluster:
         started = {p.component for p in state.processes}
         return started == set(COMPONENTS) and all(processes.alive(p) for p in state.processes)
 
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to now (the apiserver does this every 5 minutes).
+
+        A watcher that resumes from an older resourceVersion then gets a real 410 Gone; tests of
+        watch recovery use this. Returns the revision compacted to.
+        """
+        import base64
+        import json
+        import urllib.request
+
+        state = self.load_state()
+        if state is None or not self._all_alive(state):
+            raise errors.UnavailableError(f"dsx sim: cluster {self.name!r} is not running")
+        base = f"http://{LOOPBACK}:{state.ports['etcd']}/v3/kv"
+
+        def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            request = urllib.request.Request(  # noqa: S310 - fixed http://127.0.0.1 URL
+                f"{base}/{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+                answer: dict[str, Any] = json.loads(response.read())
+            return answer
+
+        revision = int(
+            call("range", {"key": base64.b64encode(b"/registry/").decode(), "limit": 1})["header"]["revision"]
+        )
+        call("compaction", {"revision": revision, "physical": True})
+        return revision
+
     # ---- down and status --------------------------------------------------------------------
 
     def down(self, *, keep_state: bool = False) -> list[str]:
@@ -494,7 +534,7 @@ class SimCluster:
             state = self.load_state()
             records = state.processes if state else ()
             running = [r.component for r in records if processes.alive(r)]
-            processes.stop(tuple(reversed(records)))
+            _stop_in_order(records)
             processes.kill_pids(processes.strays(f"{self.state_dir}/"))
             if keep_state:
                 if state is not None:

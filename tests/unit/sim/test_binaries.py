@@ -1,0 +1,71 @@
+"""Area of concern: where control-plane binaries are found (envtest variables, then the cache),
+and the one-line errors when they are missing, unusable or too old."""
+
+from __future__ import annotations
+
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from dsx import errors
+from dsx.sim import binaries
+
+
+def _tool(folder: Path, name: str, version_line: str = "Kubernetes v1.36.3") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(f"#!/bin/sh\necho '{version_line}'\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def _all(folder: Path) -> None:
+    for name in binaries.NAMES:
+        _tool(folder, name)
+
+
+def test_kubebuilder_assets_before_cache_and_overrides_before_both(tmp_path: Path) -> None:
+    assets, cache = tmp_path / "assets", tmp_path / "cache"
+    _all(cache)
+    _tool(assets, "kube-apiserver")
+    _tool(assets, "etcd")
+    special = _tool(tmp_path / "special", "etcd-3.6")
+    found, missing = binaries.locate({"KUBEBUILDER_ASSETS": str(assets), "TEST_ASSET_ETCD": str(special)}, cache)
+    assert missing == []
+    assert found["kube-apiserver"] == assets / "kube-apiserver"
+    assert found["etcd"] == special
+    assert found["kwok"] == cache / "kwok"
+
+
+def test_missing_binaries_are_listed_with_how_to_provide_them(tmp_path: Path) -> None:
+    _tool(tmp_path / "cache", "etcd")
+    found, missing = binaries.locate({}, tmp_path / "cache")
+    assert list(found) == ["etcd"]
+    assert missing == ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl"]
+    with pytest.raises(errors.NotFoundError, match=r"KUBEBUILDER_ASSETS.*build-control-plane\.sh"):
+        binaries.resolve(env={}, cache=tmp_path / "cache", allow_build=False)
+
+
+def test_a_broken_override_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(errors.BadInputError, match=r"TEST_ASSET_KUBE_APISERVER=.*not an executable"):
+        binaries.locate({"TEST_ASSET_KUBE_APISERVER": str(tmp_path / "nope")}, tmp_path)
+
+
+def test_version_is_read_from_the_apiserver_and_must_be_recent(tmp_path: Path) -> None:
+    _all(tmp_path / "ok")
+    assert binaries.resolve(env={}, cache=tmp_path / "ok", allow_build=False).kubernetes_version == "v1.36.3"
+    old = _tool(tmp_path / "old", "kube-apiserver", "Kubernetes v1.31.4")
+    with pytest.raises(errors.BadInputError, match=re.escape("v1.31.4 is too old; dsx sim needs >= 1.34")):
+        binaries.kubernetes_version(old)
+    silent = _tool(tmp_path / "silent", "kube-apiserver", "hello")
+    with pytest.raises(errors.BadInputError, match="printed no Kubernetes version"):
+        binaries.kubernetes_version(silent)
+
+
+def test_the_build_script_ships_with_the_checkout() -> None:
+    script = binaries.build_script()
+    assert script is not None and script.name == "build-control-plane.sh"
+    text = script.read_text()
+    assert "gitVersion=v$K8S_VERSION" in text  # versions stamped so --version tells the truth
