@@ -173,6 +173,8 @@ def validate(
         recipe_file = _copy_beside(Path(recipe_path), report_file.with_name(f"{stem}.recipe.yaml"))
         subjects = {"recipe": recipe_file, "snapshot": snapshot_file, "report": report_file}
         written = attestation.attest(report_file, subjects, report, snap, signer, validator=validator)
+        for path, text in written.items():
+            cli_output.write(text, str(path))
         click.echo(
             f"attested {report_file.name} ({', '.join(p.name for p in written)}); check with: "
             f"dsx verify {report_file} --key <public key>",

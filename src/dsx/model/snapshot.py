@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from dsx import serialization
 from dsx.errors import BadInputError
 
 API_VERSION = "dsx.run/v1alpha1"
 KIND = "Snapshot"
+T = TypeVar("T")
 
 # GPU Feature Discovery labels (current names first, then the deprecated spellings)
 LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
@@ -585,79 +586,68 @@ class _Reader:
             raise self.fail(where, f"{key} must be true or false, got {value!r}")
         return value
 
-    def unreadable(self, raw: object, where: str) -> tuple[Unreadable, ...]:
+    def records(self, raw: object, where: str, build: Callable[[Mapping[str, Any], str], T]) -> tuple[T, ...]:
+        """Each item of a list, checked to be a mapping and built with its path (`nodes[3]`)."""
         out = []
-        for i, item in enumerate(self.sequence(raw, where)):
-            entry = self.mapping(item, f"{where}[{i}]")
-            out.append(
-                Unreadable(
-                    self.text(entry, "fact", f"{where}[{i}]", required=True),
-                    self.text(entry, "reason", f"{where}[{i}]"),
-                )
-            )
+        for index, item in enumerate(self.sequence(raw, where)):
+            at = f"{where}[{index}]"
+            out.append(build(self.mapping(item, at), at))
         return tuple(out)
+
+    def unreadable(self, raw: object, where: str) -> tuple[Unreadable, ...]:
+        return self.records(
+            raw, where, lambda e, at: Unreadable(self.text(e, "fact", at, required=True), self.text(e, "reason", at))
+        )
+
+    def release(self, entry: Mapping[str, Any], at: str) -> HelmRelease:
+        return HelmRelease(
+            name=self.text(entry, "name", at, required=True),
+            namespace=self.text(entry, "namespace", at, required=True),
+            revision=self.integer(entry, "revision", at) or 0,
+            chart=self.text(entry, "chart", at),
+            version=self.text(entry, "version", at),
+            status=self.text(entry, "status", at),
+            app_version=self.text(entry, "appVersion", at),
+            values=dict(self.mapping(entry.get("values") or {}, f"{at}.values")),
+        )
+
+    def workload(self, entry: Mapping[str, Any], at: str) -> Workload:
+        return Workload(
+            kind=self.text(entry, "kind", at, required=True),
+            namespace=self.text(entry, "namespace", at),
+            name=self.text(entry, "name", at, required=True),
+            images=tuple(self.strings(entry.get("images"), f"{at}.images")),
+            desired=self.integer(entry, "desired", at) or 0,
+            ready=self.integer(entry, "ready", at) or 0,
+        )
 
     def cluster(self, raw: object) -> ClusterFacts:
         doc = self.mapping(raw, "cluster")
-        releases = []
-        for i, item in enumerate(self.sequence(doc.get("helmReleases"), "cluster.helmReleases")):
-            where = f"cluster.helmReleases[{i}]"
-            entry = self.mapping(item, where)
-            values = entry.get("values") or {}
-            releases.append(
-                HelmRelease(
-                    name=self.text(entry, "name", where, required=True),
-                    namespace=self.text(entry, "namespace", where, required=True),
-                    revision=self.integer(entry, "revision", where) or 0,
-                    chart=self.text(entry, "chart", where),
-                    version=self.text(entry, "version", where),
-                    status=self.text(entry, "status", where),
-                    app_version=self.text(entry, "appVersion", where),
-                    values=dict(self.mapping(values, f"{where}.values")),
-                )
-            )
-        workloads = []
-        for i, item in enumerate(self.sequence(doc.get("workloads"), "cluster.workloads")):
-            where = f"cluster.workloads[{i}]"
-            entry = self.mapping(item, where)
-            workloads.append(
-                Workload(
-                    kind=self.text(entry, "kind", where, required=True),
-                    namespace=self.text(entry, "namespace", where),
-                    name=self.text(entry, "name", where, required=True),
-                    images=tuple(self.strings(entry.get("images"), f"{where}.images")),
-                    desired=self.integer(entry, "desired", where) or 0,
-                    ready=self.integer(entry, "ready", where) or 0,
-                )
-            )
         policy = doc.get("clusterPolicy")
         return ClusterFacts(
             server_version=self.text(doc, "serverVersion", "cluster"),
             provider=self.text(doc, "provider", "cluster"),
-            helm_releases=tuple(releases),
-            workloads=tuple(workloads),
+            helm_releases=self.records(doc.get("helmReleases"), "cluster.helmReleases", self.release),
+            workloads=self.records(doc.get("workloads"), "cluster.workloads", self.workload),
             cluster_policy=None if policy is None else dict(self.mapping(policy, "cluster.clusterPolicy")),
             unreadable=self.unreadable(doc.get("unreadable"), "cluster.unreadable"),
         )
 
+    def taint(self, entry: Mapping[str, Any], at: str) -> Taint:
+        return Taint(
+            key=self.text(entry, "key", at, required=True),
+            effect=self.text(entry, "effect", at, required=True),
+            value=self.text(entry, "value", at),
+        )
+
     def node(self, raw: object, where: str) -> Node:
         doc = self.mapping(raw, where)
-        taints = []
-        for i, item in enumerate(self.sequence(doc.get("taints"), f"{where}.taints")):
-            entry = self.mapping(item, f"{where}.taints[{i}]")
-            taints.append(
-                Taint(
-                    key=self.text(entry, "key", f"{where}.taints[{i}]", required=True),
-                    effect=self.text(entry, "effect", f"{where}.taints[{i}]", required=True),
-                    value=self.text(entry, "value", f"{where}.taints[{i}]"),
-                )
-            )
         host_raw = doc.get("host")
         return Node(
             name=self.text(doc, "name", where, required=True),
             provider_id=self.text(doc, "providerID", where),
             labels=self.string_map(doc.get("labels"), f"{where}.labels"),
-            taints=tuple(taints),
+            taints=self.records(doc.get("taints"), f"{where}.taints", self.taint),
             capacity=self.string_map(doc.get("capacity"), f"{where}.capacity"),
             allocatable=self.string_map(doc.get("allocatable"), f"{where}.allocatable"),
             node_info=self.string_map(doc.get("nodeInfo"), f"{where}.nodeInfo"),
@@ -666,59 +656,47 @@ class _Reader:
             host=None if host_raw is None else self.host(host_raw, f"{where}.host"),
         )
 
+    def gpu(self, entry: Mapping[str, Any], at: str) -> HostGpu:
+        return HostGpu(
+            index=self.integer(entry, "index", at) or 0,
+            product=self.text(entry, "product", at, required=True),
+            uuid=self.text(entry, "uuid", at),
+            pci_bus_id=self.text(entry, "pciBusId", at),
+            memory_mib=self.integer(entry, "memoryMiB", at),
+            vbios_version=self.text(entry, "vbiosVersion", at),
+            architecture=self.text(entry, "architecture", at),
+        )
+
+    def pci_device(self, entry: Mapping[str, Any], at: str) -> PciDevice:
+        return PciDevice(
+            address=self.text(entry, "address", at, required=True),
+            device_id=self.text(entry, "deviceId", at, required=True),
+            class_code=self.text(entry, "class", at),
+            model=self.text(entry, "model", at),
+            accelerator=self.text(entry, "accelerator", at),
+        )
+
+    def unit(self, entry: Mapping[str, Any], at: str) -> SystemdUnit:
+        return SystemdUnit(
+            name=self.text(entry, "name", at, required=True),
+            unit_file=self.text(entry, "unitFile", at),
+            drop_ins=tuple(self.strings(entry.get("dropIns"), f"{at}.dropIns")),
+            enabled=self.flag(entry, "enabled", at),
+            active=self.flag(entry, "active", at),
+        )
+
     def host(self, raw: object, where: str) -> HostFacts:
         doc = self.mapping(raw, where)
-        gpus = []
-        for i, item in enumerate(self.sequence(doc.get("gpus"), f"{where}.gpus")):
-            at = f"{where}.gpus[{i}]"
-            entry = self.mapping(item, at)
-            gpus.append(
-                HostGpu(
-                    index=self.integer(entry, "index", at) or 0,
-                    product=self.text(entry, "product", at, required=True),
-                    uuid=self.text(entry, "uuid", at),
-                    pci_bus_id=self.text(entry, "pciBusId", at),
-                    memory_mib=self.integer(entry, "memoryMiB", at),
-                    vbios_version=self.text(entry, "vbiosVersion", at),
-                    architecture=self.text(entry, "architecture", at),
-                )
-            )
-        devices = []
-        for i, item in enumerate(self.sequence(doc.get("pciDevices"), f"{where}.pciDevices")):
-            at = f"{where}.pciDevices[{i}]"
-            entry = self.mapping(item, at)
-            devices.append(
-                PciDevice(
-                    address=self.text(entry, "address", at, required=True),
-                    device_id=self.text(entry, "deviceId", at, required=True),
-                    class_code=self.text(entry, "class", at),
-                    model=self.text(entry, "model", at),
-                    accelerator=self.text(entry, "accelerator", at),
-                )
-            )
-        units = []
-        for i, item in enumerate(self.sequence(doc.get("systemdUnits"), f"{where}.systemdUnits")):
-            at = f"{where}.systemdUnits[{i}]"
-            entry = self.mapping(item, at)
-            units.append(
-                SystemdUnit(
-                    name=self.text(entry, "name", at, required=True),
-                    unit_file=self.text(entry, "unitFile", at),
-                    drop_ins=tuple(self.strings(entry.get("dropIns"), f"{at}.dropIns")),
-                    enabled=self.flag(entry, "enabled", at),
-                    active=self.flag(entry, "active", at),
-                )
-            )
         return HostFacts(
-            gpus=tuple(gpus),
+            gpus=self.records(doc.get("gpus"), f"{where}.gpus", self.gpu),
             driver_version=self.text(doc, "driverVersion", where),
             cuda_version=self.text(doc, "cudaVersion", where),
-            pci_devices=tuple(devices),
+            pci_devices=self.records(doc.get("pciDevices"), f"{where}.pciDevices", self.pci_device),
             os_release=self.string_map(doc.get("osRelease"), f"{where}.osRelease"),
             kernel_release=self.text(doc, "kernelRelease", where),
             sysctls=self.string_map(doc.get("sysctls"), f"{where}.sysctls"),
             kernel_modules=tuple(self.strings(doc.get("kernelModules"), f"{where}.kernelModules")),
-            systemd_units=tuple(units),
+            systemd_units=self.records(doc.get("systemdUnits"), f"{where}.systemdUnits", self.unit),
             unreadable=self.unreadable(doc.get("unreadable"), f"{where}.unreadable"),
         )
 

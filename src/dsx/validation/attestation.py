@@ -70,8 +70,12 @@ def attest(
     signer: Signer,
     *,
     validator: str,
-) -> list[Path]:
-    """Sign the files in `subjects` (role → path, all beside `report_path`) and write the sidecars."""
+) -> dict[Path, str]:
+    """Sign the files in `subjects` (role → path, all beside `report_path`); returns the sidecars to write.
+
+    `<report>.intoto.jsonl` holds the DSSE envelope, `<report>.sigstore.json` the same as a
+    Sigstore bundle; the caller writes them (rendering stays free of side effects).
+    """
     base = report_path.parent.resolve()
     signed = []
     for role, path in subjects.items():
@@ -84,15 +88,7 @@ def attest(
     claims = predicate(report, snap, validator=validator, key_id=signer.key_id)
     envelope = statement.sign_statement(signed, PREDICATE_TYPE, claims, signer)
     intoto_path, sigstore_path = signing_verify.sidecar_paths(report_path)
-    written = [_write(intoto_path, envelope.to_json_line()), _write(sigstore_path, sigstore.dump_bundle(envelope))]
-    return written
-
-
-def _write(path: Path, data: bytes) -> Path:
-    try:
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot write: {exc.strerror}") from exc
-    return path
+    return {
+        intoto_path: envelope.to_json_line().decode("utf-8"),
+        sigstore_path: sigstore.dump_bundle(envelope).decode("utf-8"),
+    }

@@ -201,30 +201,33 @@ def deployment_object(namespace: str, name: str, image: str) -> dict[str, Any]:
     }
 
 
+def release(
+    name: str,
+    namespace: str,
+    version: str,
+    values: dict[str, Any] | None = None,
+    *,
+    chart: str = "",
+    revision: int = 1,
+    status: str = "deployed",
+) -> dict[str, Any]:
+    """A Helm release Secret exactly as Helm stores it."""
+    record = helm_storage.build_release(
+        name=name,
+        namespace=namespace,
+        chart=chart or name,
+        version=version,
+        values=values or {},
+        revision=revision,
+        status=status,
+    )
+    return helm_storage.encode_secret(record)
+
+
 def healthy_cluster_objects(node_names: tuple[str, ...] = ("gpu-0", "gpu-1")) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [gpu_node(n) for n in node_names]
-    objects.append(
-        helm_storage.encode_secret(
-            helm_storage.build_release(
-                name="gpu-operator",
-                namespace="gpu-operator",
-                chart="gpu-operator",
-                version="v25.10.1",
-                values=GPU_OPERATOR_VALUES,
-            )
-        )
-    )
-    objects.append(
-        helm_storage.encode_secret(
-            helm_storage.build_release(
-                name="cert-manager",
-                namespace="cert-manager",
-                chart="cert-manager",
-                version="v1.17.2",
-                values=CERT_MANAGER_VALUES,
-            )
-        )
-    )
+    objects.append(release("gpu-operator", "gpu-operator", "v25.10.1", GPU_OPERATOR_VALUES))
+    objects.append(release("cert-manager", "cert-manager", "v1.17.2", CERT_MANAGER_VALUES))
     objects.append(deployment_object("gpu-operator", "gpu-operator", "nvcr.io/nvidia/gpu-operator:v25.10.1"))
     objects.append(pod("gpu-operator", "gpu-operator-7d9f8b6c5-x2x8k", labels={"app": "gpu-operator"}))
     ds = "nvidia-device-plugin-daemonset"
@@ -299,5 +302,6 @@ def objects() -> types.SimpleNamespace:
         pod=pod,
         daemon_set=daemon_set,
         deployment=deployment_object,
+        release=release,
         healthy=healthy_cluster_objects,
     )

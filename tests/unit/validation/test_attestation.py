@@ -34,7 +34,8 @@ def evidence(
     paths["snapshot"].write_text(serialization.dump_yaml(snap.to_dict()))
     paths["report"].write_text(reports.ctrf_json(report))
     key = keys.KeySigner(keys.generate(signer.Algorithm.ED25519))
-    attestation.attest(paths["report"], paths, report, snap, key, validator="ci-bot")
+    for path, text in attestation.attest(paths["report"], paths, report, snap, key, validator="ci-bot").items():
+        path.write_text(text)
     (tmp_path / "validator.pub").write_bytes(key.public_key_pem)
     return paths
 

@@ -7,7 +7,7 @@ import types
 from collections.abc import Callable
 
 from dsx.model import recipe, snapshot
-from dsx.validation import cluster_snapshot, deployment, helm_storage, reading, results
+from dsx.validation import cluster_snapshot, deployment, reading, results
 
 
 def run(
@@ -64,43 +64,27 @@ def test_absent_components_are_each_named(cluster_recipe: recipe.Recipe) -> None
 
 
 def test_wrong_chart_version_names_both_versions(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
-    release = helm_storage.build_release(
-        name="gpu-operator", namespace="gpu-operator", chart="gpu-operator", version="v25.3.4", values={}, revision=2
-    )
-    healthy_cluster.add(helm_storage.encode_secret(release))
+    healthy_cluster.add(objects.release("gpu-operator", "gpu-operator", "v25.3.4", revision=2))
     check = run(cluster_recipe, healthy_cluster)["deployment/gpu-operator/installed"]
     assert check.status is results.Status.FAILED
     assert "chart gpu-operator v25.3.4" in check.message and "recipe pins v25.10.1" in check.message
 
 
-def test_failed_release_status_fails(cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader) -> None:
-    release = helm_storage.build_release(
-        name="cert-manager",
-        namespace="cert-manager",
-        chart="cert-manager",
-        version="v1.17.2",
-        values={},
-        revision=2,
-        status="failed",
-    )
-    healthy_cluster.add(helm_storage.encode_secret(release))
+def test_failed_release_status_fails(
+    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+) -> None:
+    healthy_cluster.add(objects.release("cert-manager", "cert-manager", "v1.17.2", revision=2, status="failed"))
     check = run(cluster_recipe, healthy_cluster)["deployment/cert-manager/installed"]
     assert check.status is results.Status.FAILED and "has status failed" in check.message
 
 
 def test_release_in_another_namespace(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     without(healthy_cluster, "Secret", "cert-manager")
-    healthy_cluster.add(
-        helm_storage.encode_secret(
-            helm_storage.build_release(
-                name="cert-manager", namespace="kube-system", chart="cert-manager", version="v1.17.2", values={}
-            )
-        )
-    )
+    healthy_cluster.add(objects.release("cert-manager", "kube-system", "v1.17.2"))
     check = run(cluster_recipe, healthy_cluster)["deployment/cert-manager/installed"]
     assert check.status is results.Status.FAILED
     assert "installed in another namespace (kube-system/cert-manager v1.17.2)" in check.message

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dsx.errors import BadInputError
 from dsx.model import recipe, snapshot
-from dsx.validation import cluster_snapshot, drift, helm_storage, reading
+from dsx.validation import cluster_snapshot, drift, reading
 
 
 def snap_of(reader: reading.FakeClusterReader, captured_at: str = "2026-02-02T15:00:00Z") -> snapshot.Snapshot:
@@ -37,20 +37,11 @@ def test_matching_cluster_has_no_drift(
     )
 
 
-def test_values_drift_key_by_key(cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader) -> None:
+def test_values_drift_key_by_key(
+    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+) -> None:
     values = {"driver": {"version": "570.86.15"}, "cdi": {"enabled": True}, "toolkit": {"env": [{"name": "A"}]}}
-    healthy_cluster.add(
-        helm_storage.encode_secret(
-            helm_storage.build_release(
-                name="gpu-operator",
-                namespace="gpu-operator",
-                chart="gpu-operator",
-                version="v25.10.1",
-                values=values,
-                revision=2,
-            )
-        )
-    )
+    healthy_cluster.add(objects.release("gpu-operator", "gpu-operator", "v25.10.1", values, revision=2))
     report = drift.recipe_vs_snapshot(cluster_recipe, snap_of(healthy_cluster))
     assert [c.to_dict() for c in report.changes] == [
         {
@@ -65,28 +56,15 @@ def test_values_drift_key_by_key(cluster_recipe: recipe.Recipe, healthy_cluster:
 
 
 def test_version_status_missing_and_extra(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.objects = [
         o for o in healthy_cluster.objects if not (o["kind"] == "Secret" and "cert-manager" in o["metadata"]["name"])
     ]
+    values = {"driver": {"version": "580.95.05"}, "cdi": {"enabled": True}}
     healthy_cluster.add(
-        helm_storage.encode_secret(
-            helm_storage.build_release(
-                name="gpu-operator",
-                namespace="gpu-operator",
-                chart="gpu-operator",
-                version="v25.3.4",
-                values={"driver": {"version": "580.95.05"}, "cdi": {"enabled": True}},
-                revision=3,
-                status="failed",
-            )
-        ),
-        helm_storage.encode_secret(
-            helm_storage.build_release(
-                name="grafana", namespace="monitoring", chart="grafana", version="9.2.1", values={}
-            )
-        ),
+        objects.release("gpu-operator", "gpu-operator", "v25.3.4", values, revision=3, status="failed"),
+        objects.release("grafana", "monitoring", "9.2.1"),
     )
     report = drift.recipe_vs_snapshot(cluster_recipe, snap_of(healthy_cluster))
     assert [c.to_dict() for c in report.changes] == [
