@@ -6,6 +6,9 @@
 # published v0.<minor>.<patch> and build from a scratch module. etcd gets its own wrapper so
 # version selection does not cross-contaminate.
 #
+# Measured on 2 cores with empty Go caches (2026-11-29): 534 s; binaries 405 MB, plus a Go
+# module cache of 1.4 GB and a build cache of 3.7 GB under the dsx cache folder (reused).
+#
 # Usage: hack/build-control-plane.sh [OUT_DIR]
 #   K8S_VERSION (default 1.36.3), ETCD_VERSION (3.6.16), KWOK_VERSION (0.8.0)
 #   OUT_DIR defaults to ~/.cache/dsx/control-plane/v$K8S_VERSION
@@ -80,6 +83,7 @@ fi
 end=$(date +%s)
 log "done in $((end - start)) s; binaries in $OUT_DIR"
 du -sh "$OUT_DIR" >&2
-for b in kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok; do
-  printf '%s: ' "$b" >&2; "$OUT_DIR/$b" --version 2>&1 | head -1 >&2 || "$OUT_DIR/$b" version --client 2>&1 | head -1 >&2
+for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok; do
+  printf '%s: ' "$b" >&2; "$OUT_DIR/$b" --version 2>&1 | head -1 >&2
 done
+printf 'kubectl: ' >&2; "$OUT_DIR/kubectl" version --client 2>&1 | head -1 >&2
