@@ -59,6 +59,12 @@ def image_tag(image: str) -> str:
     return last.split(":", 1)[1] if ":" in last else ""
 
 
+def defined_by_crds(component: recipe.ComponentRef) -> bool:
+    """A component whose every assert is a CRD: it installs APIs, not workloads."""
+    checks = component.health_check_asserts
+    return bool(checks) and all(a.kind is health_asserts.AssertKind.CRD for a in checks)
+
+
 def installed(component: recipe.ComponentRef, cluster: snapshot.ClusterFacts | None) -> results.CheckResult | None:
     name = f"deployment/{component.name}/installed"
     if cluster is None:
@@ -104,10 +110,7 @@ def installed(component: recipe.ComponentRef, cluster: snapshot.ClusterFacts | N
             workload=f"{workload.kind}/{workload.namespace}/{workload.name}",
             image=image,
         )
-    crd_only = component.health_check_asserts and all(
-        a.kind is health_asserts.AssertKind.CRD for a in component.health_check_asserts
-    )
-    if component.type is not recipe.ComponentType.HELM and crd_only:
+    if component.type is not recipe.ComponentType.HELM and defined_by_crds(component):
         return None  # nothing runs; its CRD asserts say whether it is installed
     images = sorted({i for w in cluster.workloads if w.namespace == component.namespace for i in w.images})
     if component.type is recipe.ComponentType.HELM:

@@ -224,8 +224,8 @@ def _non_helm(component: recipe.ComponentRef, cluster: snapshot.ClusterFacts, no
     images = [i for w in cluster.workloads if w.namespace == component.namespace for i in w.images]
     if any(deployment.same_version(deployment.image_tag(i), component.version) for i in images):
         return []
-    if not images and component.health_check_asserts:
-        notes.append(f"{component.name}: runs no workload; its presence is checked by dsx validate --phase deployment")
+    if not images and deployment.defined_by_crds(component):
+        notes.append(f"{component.name}: installs only CRDs; dsx validate --phase deployment checks them")
         return []
     if images:
         tags = sorted({deployment.image_tag(i) or "(untagged)" for i in images})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,40 @@ def test_recipe_from_snapshot_derives_h100(files: dict[str, Path], capsys: pytes
     derived = serialization.parse_yaml(capsys.readouterr().out, source="stdout")
     assert derived["metadata"]["criteria"]["accelerator"] == "h100"
     assert derived["metadata"]["criteria"]["service"] == "eks"
+
+
+def test_unreachable_cluster_is_unavailable(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "closed-port.kubeconfig"
+    kubeconfig.write_text(
+        serialization.dump_yaml(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "c", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}}
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    assert dsx("validate", "--recipe", str(files["recipe"]), "--kubeconfig", str(kubeconfig)) == 6
+    assert "cannot reach the Kubernetes API" in capsys.readouterr().err
+
+
+def test_performance_skip_says_why(
+    files: dict[str, Path], tmp_path: Path, recipe_factory: Callable[..., recipe.Recipe]
+) -> None:
+    target = tmp_path / "certified.yaml"
+    target.write_text(
+        serialization.dump_yaml(recipe_factory(certification={"categories": ["nccl-all-reduce"]}).to_dict())
+    )
+    report = tmp_path / "report.json"
+    args = ["validate", "--recipe", str(target), "--snapshot", str(files["healthy"]), "--phase", "performance"]
+    assert dsx(*args, "--fail-on-error", "--output", str(report)) == 0
+    (test,) = json.loads(report.read_text())["results"]["tests"]
+    assert test["status"] == "skipped"
+    assert test["message"].startswith("certification engine not available")

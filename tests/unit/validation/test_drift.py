@@ -32,9 +32,7 @@ def test_matching_cluster_has_no_drift(
     report = drift.recipe_vs_snapshot(cluster_recipe, snap_of(healthy_cluster))
     assert report.changes == ()
     assert report.to_dict()["drift"] is False
-    assert report.notes == (
-        "dynamo-crds: runs no workload; its presence is checked by dsx validate --phase deployment",
-    )
+    assert report.notes == ("dynamo-crds: installs only CRDs; dsx validate --phase deployment checks them",)
 
 
 def test_values_drift_key_by_key(
@@ -131,6 +129,18 @@ def test_non_helm_component_by_image_tag(
     )
     absent = reading.FakeClusterReader()
     assert kinds(drift.recipe_vs_snapshot(target, snap_of(absent))) == [("missing-component", "kueue", "")]
+    asserted = recipe_factory(
+        components=[
+            {
+                "name": "kueue",
+                "type": "Manifest",
+                "namespace": "kueue-system",
+                "version": "v0.13.4",
+                "healthCheckAsserts": [{"kind": "Deployment", "name": "kueue-controller-manager"}],
+            }
+        ]
+    )
+    assert kinds(drift.recipe_vs_snapshot(asserted, snap_of(absent))) == [("missing-component", "kueue", "")]
     old = reading.FakeClusterReader().add(
         objects.deployment("kueue-system", "kueue", "registry.k8s.io/kueue/kueue:v0.12.0")
     )
