@@ -395,6 +395,11 @@ class KernelLogMonitor:
         self._uncommitted: list[HealthEvent] | None = None
         self._reader.seek(self._state["position"])
 
+    @property
+    def replaying(self) -> bool:
+        """True while a batch read before a crash is being read again."""
+        return self._state["pending"] is not None
+
     def poll(self) -> list[HealthEvent]:
         if self._uncommitted is not None:
             return self._uncommitted
