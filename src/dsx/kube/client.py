@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import lightkube
@@ -648,3 +648,10 @@ class KubeClient:
                 res, namespace=(namespace or "*") if namespaced else None, labels=dict(labels) if labels else None
             )
             return [o.to_dict() for o in items]
+
+
+if TYPE_CHECKING:  # domain ports this class implements, held to them by mypy
+    from dsx.validation.reading import ClusterReader
+
+    def _implements(client: KubeClient) -> ClusterReader:
+        return client

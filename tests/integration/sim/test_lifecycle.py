@@ -73,6 +73,21 @@ def test_up_kubectl_restart_down(tmp_path: Path) -> None:
         assert "already running" in again.stderr
         assert [c["pid"] for c in _status()["components"]] == pids
 
+        # other options on a running cluster converge its nodes: surplus removed, changed replaced
+        changed = _dsx("up", "--nodes", "6", "--accelerator", "h200")
+        assert changed.returncode == 0, changed.stderr
+        assert "6 replaced, 2 removed" in changed.stderr
+        relisted = subprocess.run(
+            [kubectl, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        products = {n["metadata"]["labels"]["nvidia.com/gpu.product"] for n in json.loads(relisted.stdout)["items"]}
+        assert products == {"NVIDIA-H200"}
+        assert _status()["nodes"]["total"] == 6
+
         # a crashed apiserver: status says degraded, `up` restarts the control plane on its data
         apiserver = next(c for c in _status()["components"] if c["name"] == "kube-apiserver")
         os.kill(apiserver["pid"], signal.SIGKILL)
@@ -80,12 +95,12 @@ def test_up_kubectl_restart_down(tmp_path: Path) -> None:
         while _status()["phase"] != "degraded" and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _status()["phase"] == "degraded"
-        resumed = _dsx("up", "--nodes", "8", "--accelerator", "h100")
+        resumed = _dsx("up", "--nodes", "6", "--accelerator", "h200")
         assert resumed.returncode == 0, resumed.stderr
         assert "restarting" in resumed.stderr
         after = _status()
         assert after["phase"] == "running"
-        assert after["nodes"]["ready"] == 8
+        assert after["nodes"]["ready"] == 6
 
         down = _dsx("down")
         assert down.returncode == 0, down.stderr
