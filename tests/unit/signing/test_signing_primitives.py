@@ -63,7 +63,9 @@ def test_unsupported_and_wrong_key_files_are_named(tmp_path: Path) -> None:
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     (tmp_path / "rsa.pub").write_bytes(rsa_pem)
-    with pytest.raises(BadInputError, match=r"rsa\.pub: key algorithm: 'RSA' is not allowed; allowed values: ed25519, ecdsa-p256"):
+    with pytest.raises(
+        BadInputError, match=r"rsa\.pub: key algorithm: 'RSA' is not allowed; allowed values: ed25519, ecdsa-p256"
+    ):
         keys.load_public_key(tmp_path / "rsa.pub")
     p384 = (
         ec.generate_private_key(ec.SECP384R1())
