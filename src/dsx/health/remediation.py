@@ -1,0 +1,449 @@
+"""Remediation: turn a drained node's open faults into one request to a provider, or escalate.
+
+The incident's strongest open fault (`dsx.health.incidents`) picks the recommended action;
+the policy maps it to a request (reset GPU, reboot node, replace node). An action with no
+mapping, or one the provider cannot do (CONTACT_SUPPORT, RUN_FIELDDIAG, …), escalates: the
+node is labelled `sentinel.dsx.run/remediation-failed=true`, stays cordoned and moves to
+FAILED for a person. A node whose faults all healed meanwhile skips remediation and goes to
+re-certification; a node whose strongest fault asks for no action waits, drained, for recovery.
+
+Equivalent requests are one request: the request id is derived from (node, kind, incident),
+recorded on the node before the provider is called and marked done after, so a redelivered
+event never sends a second reboot for the same incident; a crash in the provider call itself
+re-sends the same id, which providers treat as a repeat (at-least-once, idempotent by id).
+After success the stage appends a `NodeRemediated` event (the analyzer counts them: five in a
+week escalate to CONTACT_SUPPORT) and hands the node to re-certification.
+
+Providers:
+- `SimProvider` — `dsx sim` nodes: a reboot makes the node NotReady (through the simulator's
+  fault annotation) and waits for it to report Ready again; a GPU reset is recorded only;
+- `ScriptProvider` — bare metal: runs an argument list (never a shell string), placeholders
+  `{node}`, `{kind}`, `{request_id}`, `{gpus}`, `{reason}` filled per argument, the request as
+  JSON on stdin; exit 0 is success;
+- `WebhookProvider` — POSTs the request as JSON with a bearer token; a 2xx answer is success.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dsx import serialization
+from dsx.errors import BadInputError, ConflictError, NotFoundError
+from dsx.health import incidents, nodes, stages
+from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent
+from dsx.health.policy import ProviderKind, ProviderSettings, SentinelPolicy, Stage
+from dsx.health.ports import (
+    NodeChange,
+    NodeOps,
+    Observer,
+    RemediationKind,
+    RemediationProvider,
+    RemediationRequest,
+    RemediationResult,
+)
+from dsx.health.quarantine import AGENT, state_change
+from dsx.model.health import (
+    NODE_REMEDIATED_CHECK,
+    ComponentClass,
+    HealthEvent,
+    NodeState,
+    ProcessingStrategy,
+    RecommendedAction,
+)
+
+log = logging.getLogger("dsx.sentinel")
+
+STAGE = Stage.REMEDIATION.value
+
+
+def request_id(node_name: str, kind: RemediationKind, incident_sequence: int) -> str:
+    return "rem-" + serialization.digest([node_name, kind.value, incident_sequence]).removeprefix("sha256:")[:16]
+
+
+# -- providers -----------------------------------------------------------------------------------
+
+
+class NoProvider:
+    """No provider configured: every action escalates to a person."""
+
+    name = "none"
+
+    def supports(self, kind: RemediationKind) -> bool:
+        return False
+
+    def remediate(self, request: RemediationRequest) -> RemediationResult:
+        return RemediationResult(False, "no remediation provider is configured")
+
+
+class SimProvider:
+    """Remediates `dsx sim` nodes: a reboot is a NotReady → Ready cycle driven by the simulator."""
+
+    name = "sim"
+
+    def __init__(
+        self,
+        node_ops: NodeOps,
+        *,
+        not_ready_annotation: str,
+        timeout_seconds: float = 120.0,
+        poll_seconds: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.nodes = node_ops
+        self.not_ready_annotation = not_ready_annotation
+        self.timeout_seconds = timeout_seconds
+        self.poll_seconds = poll_seconds
+        self._sleep, self._clock = sleep, clock
+
+    def supports(self, kind: RemediationKind) -> bool:
+        return kind in (RemediationKind.REBOOT_NODE, RemediationKind.RESET_GPU)
+
+    def remediate(self, request: RemediationRequest) -> RemediationResult:
+        name = request.node_name
+        if request.kind is RemediationKind.RESET_GPU:
+            gpus = ", ".join(request.gpus) or "all GPUs"
+            return RemediationResult(True, f"simulated GPU reset of {gpus} on {name}")
+        if request.kind is not RemediationKind.REBOOT_NODE:
+            return RemediationResult(False, f"the sim provider cannot {request.kind.value}")
+        self.nodes.change_node(name, NodeChange(annotations={self.not_ready_annotation: "true"}))
+        if not self._wait(name, want_ready=False):
+            self.nodes.change_node(name, NodeChange(annotations={self.not_ready_annotation: None}))
+            return RemediationResult(False, f"{name} did not go down within {self.timeout_seconds:g} s")
+        self.nodes.change_node(name, NodeChange(annotations={self.not_ready_annotation: None}))
+        if not self._wait(name, want_ready=True):
+            return RemediationResult(
+                False, f"{name} did not report Ready within {self.timeout_seconds:g} s of the reboot"
+            )
+        return RemediationResult(True, f"{name} rebooted (simulated) and Ready again")
+
+    def _wait(self, name: str, *, want_ready: bool) -> bool:
+        deadline = self._clock() + self.timeout_seconds
+        while self._clock() < deadline:
+            if nodes.ready(self.nodes.get_node(name)) is want_ready:
+                return True
+            self._sleep(self.poll_seconds)
+        return False
+
+
+ALL_KINDS = frozenset(RemediationKind)
+
+
+class ScriptProvider:
+    """Runs a configured argument list per request (bare metal: IPMI, Redfish, a runbook script)."""
+
+    name = "script"
+
+    def __init__(
+        self, command: Sequence[str], *, timeout_seconds: float = 900.0, kinds: frozenset[RemediationKind] = ALL_KINDS
+    ) -> None:
+        if not command:
+            raise BadInputError("script remediation provider: command: expected an argument list")
+        self.command = tuple(command)
+        self.timeout_seconds = timeout_seconds
+        self.kinds = kinds
+
+    def supports(self, kind: RemediationKind) -> bool:
+        return kind in self.kinds
+
+    def arguments(self, request: RemediationRequest) -> list[str]:
+        """The argument list for one request: placeholders are replaced inside each argument only."""
+        fields = {
+            "{node}": request.node_name,
+            "{kind}": request.kind.value,
+            "{request_id}": request.request_id,
+            "{gpus}": ",".join(request.gpus),
+            "{reason}": request.reason,
+        }
+        out = []
+        for argument in self.command:
+            for placeholder, value in fields.items():
+                argument = argument.replace(placeholder, value)
+            out.append(argument)
+        return out
+
+    def remediate(self, request: RemediationRequest) -> RemediationResult:
+        argv = self.arguments(request)
+        try:
+            done = subprocess.run(
+                argv,
+                input=json.dumps(request.to_dict()).encode(),
+                capture_output=True,
+                timeout=self.timeout_seconds,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return RemediationResult(False, f"{argv[0]} ran past {self.timeout_seconds:g} s")
+        except OSError as exc:
+            return RemediationResult(False, f"{argv[0]}: {exc.strerror or exc}")
+        if done.returncode != 0:
+            lines = done.stderr.decode(errors="replace").strip().splitlines()
+            return RemediationResult(
+                False, f"{argv[0]} exited {done.returncode}: {lines[-1] if lines else 'no output'}"
+            )
+        lines = done.stdout.decode(errors="replace").strip().splitlines()
+        return RemediationResult(True, lines[-1] if lines else f"{argv[0]} succeeded")
+
+
+class WebhookProvider:
+    """POSTs each request as JSON to a URL; the receiver deduplicates on `request_id`."""
+
+    name = "webhook"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str = "",
+        timeout_seconds: float = 900.0,
+        kinds: frozenset[RemediationKind] = ALL_KINDS,
+    ) -> None:
+        self.url, self.token, self.timeout_seconds, self.kinds = url, token, timeout_seconds, kinds
+
+    def supports(self, kind: RemediationKind) -> bool:
+        return kind in self.kinds
+
+    def remediate(self, request: RemediationRequest) -> RemediationResult:
+        headers = {"Content-Type": "application/json", "Idempotency-Key": request.request_id}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        body = json.dumps(request.to_dict()).encode()
+        call = urllib.request.Request(self.url, data=body, headers=headers, method="POST")  # noqa: S310 - configured http(s) URL
+        try:
+            with urllib.request.urlopen(call, timeout=self.timeout_seconds) as response:  # noqa: S310
+                text = response.read(65536).decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return RemediationResult(False, f"{self.url} answered {exc.code}")
+        except (urllib.error.URLError, OSError) as exc:
+            return RemediationResult(False, f"{self.url}: {getattr(exc, 'reason', exc)}")
+        try:
+            answer = json.loads(text) if text.strip() else {}
+        except ValueError:
+            answer = {}
+        if isinstance(answer, Mapping) and answer.get("succeeded") is False:
+            return RemediationResult(False, str(answer.get("message", "the webhook reported failure")))
+        message = answer.get("message") if isinstance(answer, Mapping) else None
+        return RemediationResult(True, str(message or f"{self.url} accepted the request"))
+
+
+def build_provider(
+    settings: ProviderSettings, node_ops: NodeOps, *, sim_not_ready_annotation: str
+) -> RemediationProvider:
+    if settings.kind is ProviderKind.SIM:
+        return SimProvider(
+            node_ops, not_ready_annotation=sim_not_ready_annotation, timeout_seconds=settings.timeout_seconds
+        )
+    if settings.kind is ProviderKind.SCRIPT:
+        return ScriptProvider(settings.command, timeout_seconds=settings.timeout_seconds)
+    if settings.kind is ProviderKind.WEBHOOK:
+        token = ""
+        if settings.token_file:
+            try:
+                token = Path(settings.token_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise BadInputError(f"{settings.token_file}: cannot read the webhook token: {exc.strerror}") from exc
+        return WebhookProvider(settings.url, token=token, timeout_seconds=settings.timeout_seconds)
+    return NoProvider()
+
+
+# -- the stage -----------------------------------------------------------------------------------
+
+
+def remediated_event(request: RemediationRequest, incident_event: HealthEvent, message: str) -> HealthEvent:
+    """The record of one remediation (deterministic: re-appending it after a crash stores nothing new)."""
+    return HealthEvent(
+        agent=AGENT,
+        component_class=ComponentClass.NODE,
+        check_name=NODE_REMEDIATED_CHECK,
+        node_name=request.node_name,
+        generated_at=incident_event.generated_at,
+        is_fatal=False,
+        is_healthy=False,
+        message=f"{request.kind.value}: {message}",
+        processing_strategy=ProcessingStrategy.STORE_AND_ANALYSE,
+        metadata={"request_id": request.request_id, "kind": request.kind.value},
+    )
+
+
+class RemediationHandler:
+    """The remediation stage (a StageHandler); see the module docstring."""
+
+    name = STAGE
+    upstream: str | None = Stage.DRAIN.value
+    retry_seconds = 1.0
+
+    def __init__(
+        self,
+        store: EventStore,
+        node_ops: NodeOps,
+        policy: SentinelPolicy,
+        provider: RemediationProvider,
+        observer: Observer,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.nodes = node_ops
+        self.settings = policy.remediation
+        self.switch = policy.switch(Stage.REMEDIATION)
+        self.provider = provider
+        self.observer = observer
+        self._clock = clock
+
+    def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
+        status = self.store.node_state(node_name)
+        incident = status.event_sequence
+        if status.state not in (NodeState.DRAINED, NodeState.REMEDIATING) or incident is None:
+            return stages.same_outcome(
+                events, StageStatus.SKIPPED, disposition="nothing-to-remediate", state=status.state.value
+            )
+        if status.state is NodeState.REMEDIATING:
+            return stages.same_outcome(events, StageStatus.DONE, **self._carry_out(node_name, incident, resumed=True))
+        faults = incidents.open_faults_since(self.store, node_name, incident)
+        if not faults:
+            if not self.switch.acting:
+                return stages.same_outcome(events, StageStatus.SKIPPED, disposition="planned", would="recertify")
+            moved = self._move(
+                node_name, NodeState.RECERTIFYING, "faults healed before remediation", incident, NodeState.DRAINED
+            )
+            return stages.same_outcome(
+                events,
+                StageStatus.DONE if moved else StageStatus.SKIPPED,
+                disposition="recovered" if moved else "moved-on",
+            )
+        action = incidents.strongest_action(faults.values())
+        if action is RecommendedAction.NONE:
+            return stages.same_outcome(
+                events, StageStatus.SKIPPED, disposition="waiting-for-recovery", faults=incidents.describe(faults)
+            )
+        kind = self.settings.actions.get(action)
+        if not self.switch.acting:
+            would = kind.value if kind and self.provider.supports(kind) else "escalate"
+            self.observer.action(STAGE, f"would-{would}", node_name, {"action": action.name})
+            return stages.same_outcome(
+                events, StageStatus.SKIPPED, disposition="planned", would=would, action=action.name
+            )
+        if kind is None or not self.provider.supports(kind):
+            why = (
+                f"no remediation for {action.name} (open faults: {incidents.describe(faults)})"
+                if kind is None
+                else f"provider {self.provider.name} cannot {kind.value} (action {action.name})"
+            )
+            return stages.same_outcome(
+                events, StageStatus.DONE, **self._escalate(node_name, incident, why, NodeState.DRAINED)
+            )
+        request = RemediationRequest(
+            request_id=request_id(node_name, kind, incident),
+            node_name=node_name,
+            kind=kind,
+            incident_sequence=incident,
+            reason=f"{action.name}: {incidents.describe(faults)}"[:500],
+            gpus=incidents.gpu_identifiers(faults.values()) if kind is RemediationKind.RESET_GPU else (),
+        )
+        self.store.begin(STAGE, events[0].sequence, {"node": node_name, "request": request.to_dict()})
+        if not self._move(
+            node_name,
+            NodeState.REMEDIATING,
+            f"{kind.value} requested ({request.request_id})",
+            incident,
+            NodeState.DRAINED,
+        ):
+            return stages.same_outcome(events, StageStatus.SKIPPED, disposition="moved-on")
+        self.nodes.change_node(
+            node_name,
+            state_change(
+                NodeState.REMEDIATING, **{nodes.REMEDIATION_ANNOTATION: json.dumps(request.to_dict(), sort_keys=True)}
+            ),
+        )
+        return stages.same_outcome(events, StageStatus.DONE, **self._carry_out(node_name, incident, resumed=False))
+
+    def _carry_out(self, node_name: str, incident: int, *, resumed: bool) -> dict[str, Any]:
+        node = self.nodes.get_node(node_name)
+        request = _request_on(node)
+        if request is None or request.incident_sequence != incident:
+            return self._escalate(
+                node_name, incident, "the remediation request recorded on the node is missing", NodeState.REMEDIATING
+            )
+        own = nodes.annotations_of(node)
+        if own.get(nodes.REMEDIATION_DONE_ANNOTATION) == request.request_id:
+            result = RemediationResult(True, "completed before a restart")
+        else:
+            self.observer.action(STAGE, request.kind.value, node_name, request.to_dict())
+            result = self.provider.remediate(request)
+        if not result.succeeded:
+            return self._escalate(
+                node_name, incident, f"{request.kind.value} failed: {result.message}", NodeState.REMEDIATING
+            )
+        self.nodes.change_node(
+            node_name, NodeChange(annotations={nodes.REMEDIATION_DONE_ANNOTATION: request.request_id})
+        )
+        self.store.record_remediation(node_name, request.kind.value, incident)
+        incident_event = self.store.get(incident)
+        if incident_event is not None:
+            self.store.append([remediated_event(request, incident_event.event, result.message)])
+        self._move(
+            node_name,
+            NodeState.RECERTIFYING,
+            f"{request.kind.value} done: {result.message}",
+            incident,
+            NodeState.REMEDIATING,
+        )
+        self.observer.action(
+            STAGE, "remediated", node_name, {"request_id": request.request_id, "message": result.message}
+        )
+        return {
+            "disposition": "remediated",
+            "request_id": request.request_id,
+            "kind": request.kind.value,
+            "resumed": resumed,
+        }
+
+    def _move(self, node_name: str, target: NodeState, reason: str, incident: int, expected: NodeState) -> bool:
+        try:
+            self.store.transition(node_name, target, reason=reason, event_sequence=incident, expected=expected)
+        except ConflictError:
+            return False
+        if target is NodeState.RECERTIFYING:
+            self.nodes.change_node(node_name, state_change(target))
+        return True
+
+    def _escalate(self, node_name: str, incident: int, why: str, expected: NodeState) -> dict[str, Any]:
+        if not self._move(node_name, NodeState.FAILED, f"remediation failed: {why}", incident, expected):
+            return {"disposition": "moved-on"}
+        change = NodeChange(
+            labels={nodes.STATE_LABEL: NodeState.FAILED.value, nodes.REMEDIATION_FAILED_LABEL: "true"},
+            annotations={nodes.REASON_ANNOTATION: f"remediation failed: {why}"[:1000]},
+        )
+        try:
+            self.nodes.change_node(node_name, change)
+        except NotFoundError:
+            return {"disposition": "escalated", "reason": why}
+        self.nodes.record_event(node_name, "RemediationFailed", why, warning=True)
+        self.observer.action(STAGE, "escalate", node_name, {"reason": why})
+        return {"disposition": "escalated", "reason": why}
+
+
+def _request_on(node: Mapping[str, Any]) -> RemediationRequest | None:
+    text = nodes.annotations_of(node).get(nodes.REMEDIATION_ANNOTATION)
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        return RemediationRequest(
+            request_id=str(raw["request_id"]),
+            node_name=str(raw["node_name"]),
+            kind=RemediationKind(raw["kind"]),
+            incident_sequence=int(raw["incident_sequence"]),
+            reason=str(raw["reason"]),
+            gpus=tuple(raw.get("gpus", ())),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,286 @@
+"""Validation requests: certify nodes across their life, not only on day one.
+
+A request asks "certify this node before it (re)enters service". They come from:
+- **recertify** — a repaired node in RECERTIFYING (`dsx.health.recertify`), node-level categories;
+- **joined** — a GPU node that appeared after the sentinel started watching: it gets the
+  `not-yet-certified` taint at once and must pass the node-level categories plus a group test
+  alongside known-good nodes before the taint comes off;
+- **drift** — `dsx diff` found a driver, recipe or node change: the affected nodes are
+  re-validated (tainted only while their own test runs, so a cluster-wide change never takes the
+  whole fleet out at once);
+- **manual** — `dsx sentinel request-validation --node N`.
+
+Requests live in the event store (`request_validation`, `start_validations`, `finish_validation`),
+so they survive restarts and `dsx sentinel status` shows them. `ValidationRunner` starts at most
+`max_running` at once — certification is heavy, and a fleet-wide drift must not run everywhere
+together — and re-runs requests that were RUNNING when a previous sentinel stopped.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from dsx.health import nodes
+from dsx.health.eventstore import OPEN_VALIDATION, EventStore, ValidationRequest, ValidationStatus
+from dsx.health.policy import CertificationSettings, SentinelPolicy, Stage
+from dsx.health.ports import NodeChange, NodeOps, Observer, RecertificationRequest, Recertifier
+from dsx.model.health import NodeState
+
+log = logging.getLogger("dsx.sentinel")
+
+OPEN = OPEN_VALIDATION
+BASELINE_DOCUMENT = "validation-baseline"
+"""Store document holding when the sentinel began watching for joining nodes."""
+
+
+class ValidationKind(enum.StrEnum):
+    RECERTIFY = "recertify"
+    JOINED = "joined"
+    DRIFT = "drift"
+    MANUAL = "manual"
+
+
+def reason(kind: ValidationKind, text: str) -> str:
+    """A request reason: `<kind>: <text>` (the kind decides which tests run)."""
+    return f"{kind.value}: {text}"
+
+
+def kind_of(request: ValidationRequest) -> ValidationKind:
+    head = request.reason.split(":", 1)[0]
+    return ValidationKind(head) if head in {k.value for k in ValidationKind} else ValidationKind.MANUAL
+
+
+def latest(store: EventStore, node_name: str, reason_text: str) -> ValidationRequest | None:
+    """The newest request for this node with exactly this reason, in any status."""
+    found = [r for r in store.validation_requests() if r.node_name == node_name and r.reason == reason_text]
+    return found[-1] if found else None
+
+
+# -- drift ---------------------------------------------------------------------------------------
+
+FLEET_WIDE_DRIFT = frozenset(
+    {"version", "values", "missing-component", "extra-component", "server-version", "cluster-policy", "workload"}
+)
+"""Drift kinds (dsx.validation.drift) that change what every GPU node runs."""
+NODE_DRIFT = frozenset({"node", "node-added", "pool-label"})
+
+
+def nodes_from_drift(report: Mapping[str, Any], gpu_nodes: Iterable[str]) -> dict[str, str]:
+    """Node → reason for a `dsx diff` report (kind DriftReport): the nodes whose tests it invalidates."""
+    fleet = sorted(gpu_nodes)
+    affected: dict[str, list[str]] = {}
+    for change in report.get("changes", []) or []:
+        kind, subject = str(change.get("kind", "")), str(change.get("subject", ""))
+        path = str(change.get("path", ""))
+        what = f"{kind} {subject}{' ' + path if path else ''}"
+        if kind in NODE_DRIFT and subject in fleet:
+            affected.setdefault(subject, []).append(what)
+        elif kind in FLEET_WIDE_DRIFT:
+            for node in fleet:
+                affected.setdefault(node, []).append(what)
+    return {node: "; ".join(sorted(set(items)))[:400] for node, items in sorted(affected.items())}
+
+
+# -- joining nodes -------------------------------------------------------------------------------
+
+
+class JoiningNodes:
+    """Holds GPU nodes created after the watch began out of scheduling until they pass validation."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        node_ops: NodeOps,
+        policy: SentinelPolicy,
+        observer: Observer,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.nodes = node_ops
+        self.selector = policy.gpu_node_selector
+        self.settings = policy.certification
+        self.switch = policy.switch(Stage.VALIDATION)
+        self.observer = observer
+        self._clock = clock
+        self.since = self._baseline()
+
+    def _baseline(self) -> float:
+        document = self.store.load_breaker(BASELINE_DOCUMENT)
+        if document is None:
+            document = {"watching_since": self._clock()}
+            if self.switch.acting:
+                self.store.save_breaker(BASELINE_DOCUMENT, document)
+        return float(document["watching_since"])
+
+    def observe(self, node: Mapping[str, Any]) -> bool:
+        """Called for every Node seen; True when it was newly held for validation."""
+        name = nodes.name(node)
+        if not nodes.selected(node, self.selector) or nodes.labels_of(node).get(nodes.CERTIFIED_LABEL) == "true":
+            return False
+        created = _created(node)
+        if created is None or created <= self.since or nodes.has_taint(node, self.settings.taint.key):
+            return False
+        if any(r.node_name == name and r.status in OPEN for r in self.store.validation_requests()):
+            return False
+        if not self.switch.acting:
+            self.observer.action(Stage.VALIDATION.value, "would-hold-joining-node", name, {})
+            return False
+        self.nodes.change_node(
+            name,
+            NodeChange(
+                add_taints=(self.settings.taint,),
+                annotations={nodes.VALIDATION_ANNOTATION: "pending: joined the cluster"},
+            ),
+        )
+        request = self.store.request_validation(name, reason(ValidationKind.JOINED, "joined the cluster"))
+        self.observer.action(Stage.VALIDATION.value, "hold-joining-node", name, {"request_id": request.request_id})
+        return True
+
+
+def _created(node: Mapping[str, Any]) -> float | None:
+    text = (node.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+# -- running requests ----------------------------------------------------------------------------
+
+
+class ValidationRunner:
+    """Runs open requests through a Recertifier, at most `max_running` at once (`workers=0`: inline)."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        node_ops: NodeOps,
+        policy: SentinelPolicy,
+        recertifier: Recertifier,
+        observer: Observer,
+        *,
+        workers: int | None = None,
+    ) -> None:
+        self.store = store
+        self.nodes = node_ops
+        self.settings: CertificationSettings = policy.certification
+        self.selector = policy.gpu_node_selector
+        self.switch = policy.switch(Stage.VALIDATION)
+        self.recertifier = recertifier
+        self.observer = observer
+        count = self.settings.max_running if workers is None else workers
+        self._pool = ThreadPoolExecutor(count, thread_name_prefix="validation") if count else None
+        self._running: dict[int, Future[None]] = {}
+        self._resumed = False
+        self._lock = threading.Lock()
+
+    def step(self) -> int:
+        """Start what the limit allows (resuming interrupted requests first); returns how many started."""
+        with self._lock:
+            for request_id in [i for i, f in self._running.items() if f.done()]:
+                del self._running[request_id]
+            batch: list[ValidationRequest] = []
+            if not self._resumed:
+                self._resumed = True
+                batch.extend(self.store.validation_requests(ValidationStatus.RUNNING))
+            batch.extend(self.store.start_validations(self.settings.max_running))
+            for request in batch:
+                if request.request_id in self._running:
+                    continue
+                if self._pool is None:
+                    self._run(request)
+                    continue
+                self._running[request.request_id] = self._pool.submit(self._run, request)
+            return len(batch)
+
+    @property
+    def running(self) -> int:
+        with self._lock:
+            return sum(1 for f in self._running.values() if not f.done())
+
+    def _run(self, request: ValidationRequest) -> None:
+        kind = kind_of(request)
+        name = request.node_name
+        held = kind is not ValidationKind.RECERTIFY
+        try:
+            if held:
+                self._mark(name, f"running (request {request.request_id})", hold=True)
+            ask = RecertificationRequest(
+                node_name=name,
+                categories=tuple(c.name for c in self.settings.categories),
+                peers=self._peers(name) if held else (),
+                group_categories=self.settings.group_categories if held else (),
+            )
+            self.observer.action("validation", "certify", name, {"request_id": request.request_id, "kind": kind.value})
+            result = self.recertifier.recertify(ask)
+        except Exception as exc:  # a broken run is a failed validation, never a silent pass
+            log.exception("validation request %s for %s failed to run", request.request_id, name)
+            self.store.finish_validation(request.request_id, passed=False, detail=f"could not run: {exc}"[:500])
+            return
+        detail = "passed" if result.passed else result.reason
+        self.store.finish_validation(request.request_id, passed=result.passed, detail=detail)
+        self.observer.action(
+            "validation",
+            "passed" if result.passed else "failed",
+            name,
+            {"request_id": request.request_id, "detail": detail},
+        )
+        if held:
+            self._conclude(name, request, passed=result.passed, detail=detail)
+
+    def _peers(self, node_name: str) -> tuple[str, ...]:
+        """Known-good nodes to test alongside: healthy in the store, schedulable, not held for validation."""
+        unhealthy = {s.node_name for s in self.store.node_states() if s.state is not NodeState.HEALTHY}
+        candidates = [
+            nodes.name(n)
+            for n in self.nodes.list_nodes(dict(self.selector))
+            if nodes.name(n) != node_name
+            and nodes.name(n) not in unhealthy
+            and not nodes.unschedulable(n)
+            and not nodes.has_taint(n, self.settings.taint.key)
+        ]
+        return tuple(sorted(candidates)[: self.settings.group_peers])
+
+    def _mark(self, name: str, text: str, *, hold: bool) -> None:
+        if not self.switch.acting:
+            return
+        change = NodeChange(
+            add_taints=(self.settings.taint,) if hold else (),
+            annotations={nodes.VALIDATION_ANNOTATION: text[:500]},
+        )
+        self.nodes.change_node(name, change)
+
+    def _conclude(self, name: str, request: ValidationRequest, *, passed: bool, detail: str) -> None:
+        if not self.switch.acting:
+            return
+        if passed:
+            self.nodes.change_node(
+                name,
+                NodeChange(
+                    remove_taints=(self.settings.taint.key,),
+                    labels={nodes.CERTIFIED_LABEL: "true"},
+                    annotations={nodes.VALIDATION_ANNOTATION: f"passed (request {request.request_id}) at {_stamp()}"},
+                ),
+            )
+            self.nodes.record_event(name, "ValidationPassed", f"validation request {request.request_id} passed")
+        else:
+            self._mark(name, f"failed (request {request.request_id}): {detail}", hold=True)
+            self.nodes.record_event(name, "ValidationFailed", f"request {request.request_id}: {detail}", warning=True)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
