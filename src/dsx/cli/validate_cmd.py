@@ -142,7 +142,16 @@ def validate(
         ]
         if missing:
             raise BadInputError(f"--attest needs {', '.join(missing)}")
+        if report_path == "-":
+            raise BadInputError("--attest needs --output to name a file (the attestation sits beside it)")
     target = recipe_model.load(recipe_path)
+    signer = None
+    if attest:
+        from dsx.signing import keys
+
+        assert key_path
+        passphrase = os.environ.get(passphrase_env)
+        signer = keys.load_signer(Path(key_path), passphrase.encode() if passphrase else None)
     runner, unavailable = _certification_runner()
     with contextlib.ExitStack() as stack:
         snap, reader = _snapshot_and_reader(snapshot_files, kubeconfig, context, stack)
@@ -160,12 +169,8 @@ def validate(
     if junit_path:
         cli_output.write(reports.junit_xml(report), junit_path)
     click.echo(reports.table(report), nl=False)
-    if attest:
-        from dsx.signing import keys
-
-        assert report_path and key_path and validator
-        passphrase = os.environ.get(passphrase_env)
-        signer = keys.load_signer(Path(key_path), passphrase.encode() if passphrase else None)
+    if signer is not None:
+        assert report_path and validator
         report_file = Path(report_path)
         stem = report_file.name.removesuffix(".json")
         snapshot_file = report_file.with_name(f"{stem}.snapshot.yaml")

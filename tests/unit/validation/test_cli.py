@@ -150,6 +150,7 @@ def test_validate_reports_are_byte_identical(files: dict[str, Path], tmp_path: P
     [
         (["--phase", "speed"], "--phase: 'speed' is not allowed; allowed values: readiness, deployment"),
         (["--attest"], "--attest needs --output, --key, --validator"),
+        (["--attest", "--output", "-", "--key", "k", "--validator", "v"], "--attest needs --output to name a file"),
     ],
 )
 def test_validate_bad_input(
@@ -161,6 +162,16 @@ def test_validate_bad_input(
 
 def test_validate_missing_recipe(files: dict[str, Path], tmp_path: Path) -> None:
     assert dsx("validate", "--recipe", str(tmp_path / "nope.yaml"), "--snapshot", str(files["healthy"])) == 3
+
+
+def test_missing_signing_key_fails_before_validating(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "report.json"
+    args = ["validate", "--recipe", str(files["recipe"]), "--snapshot", str(files["healthy"]), "--output", str(report)]
+    assert dsx(*args, "--attest", "--key", str(tmp_path / "no.key"), "--validator", "v") == 3
+    assert "no.key" in capsys.readouterr().err
+    assert not report.exists()
 
 
 def test_attested_report_verifies_until_edited(
