@@ -11,13 +11,18 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dsx import __version__
 from dsx.cli import output as cli_output
 from dsx.errors import BadInputError
+
+if TYPE_CHECKING:
+    from dsx.kube.client import KubeClient
+    from dsx.model.snapshot import Snapshot
+    from dsx.validation.reading import ClusterReader
 
 GENERATOR = f"dsx/{__version__}"
 CONFIGMAP_SCHEME = "cm://"
@@ -47,20 +52,17 @@ def kubeconfig_path(explicit: str | None) -> Path:
     return Path(first) if first else Path.home() / ".kube" / "config"
 
 
-def kube_client(kubeconfig: str | None, context: str | None) -> Any:
+def kube_client(kubeconfig: str | None, context: str | None) -> KubeClient:
     from dsx.kube.client import KubeClient
 
     return KubeClient(kubeconfig_path(kubeconfig), context=context)
 
 
-def cluster_snapshot(client: Any) -> Any:
-    """A cluster snapshot read through `client` (a `dsx.validation.reading.ClusterReader`)."""
+def cluster_snapshot(reader: ClusterReader) -> Snapshot:
+    """A cluster snapshot read through `reader` (dsx.kube's KubeClient satisfies the protocol)."""
     from dsx.validation import cluster_snapshot as collector
-    from dsx.validation import reading
 
-    reader: reading.ClusterReader = client
-    snap = collector.collect(reader, generator=GENERATOR, captured_at=capture_time())
-    return snap
+    return collector.collect(reader, generator=GENERATOR, captured_at=capture_time())
 
 
 def load_snapshots(paths: tuple[str, ...] | list[str]) -> list[Any]:
