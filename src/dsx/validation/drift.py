@@ -241,8 +241,8 @@ def _pool_labels(node: snapshot.Node) -> dict[str, str]:
     }
 
 
-def _pool_label(key: str, node: snapshot.Node) -> str | None:
-    return _pool_labels(node).get(key)
+def _label_of(labels: Mapping[str, Mapping[str, str]], key: str, node: snapshot.Node) -> str | None:
+    return labels[node.name].get(key)
 
 
 def pool_label_drift(nodes: Iterable[snapshot.Node]) -> list[Change]:
@@ -251,9 +251,9 @@ def pool_label_drift(nodes: Iterable[snapshot.Node]) -> list[Change]:
     for pool, members in pools.group(nodes).items():
         if len(members) < 2:
             continue
-        keys = sorted({k for n in members for k in _pool_labels(n)})
-        for key in keys:
-            spread = pools.spread(members, functools.partial(_pool_label, key))
+        labels = {n.name: _pool_labels(n) for n in members}
+        for key in sorted({k for found in labels.values() for k in found}):
+            spread = pools.spread(members, functools.partial(_label_of, labels, key))
             if len(spread) > 1:
                 common = max(spread.items(), key=lambda item: (len(item[1]), item[0]))[0]
                 changes.append(
