@@ -2,11 +2,12 @@
 
 Why not database queries: NVSentinel's analyzer runs MongoDB aggregation pipelines per event
 (3,685 lines of them in its chart), which could not move to PostgreSQL, scanned whole
-collections (~4.9 s per rule on one fleet) and saturated near 55 events/s. Here a rule is
-four plain fields — a CEL `match` over the event, the `group_by` keys that make two events
-"the same" (node, GPU, error code, …), a `window_seconds` and a `threshold` — and the
-analyzer keeps one sorted deque of event times per (rule, group) in memory. Each event costs
-one CEL evaluation per rule plus amortised O(1) deque work, independent of history size.
+collections (~4.9 s per rule on one fleet) and saturated near 55 events/s. Here a rule is a
+few plain fields — the `check_names` it looks at, a CEL `match` over the event, the
+`group_by` keys that make two events "the same" (node, GPU, error code, …), a
+`window_seconds` and a `threshold` — and the analyzer keeps one sorted deque of event times
+per (rule, group) in memory. Each event costs a set lookup per rule, one CEL evaluation per
+rule whose check names it carries, and amortised O(1) deque work, independent of history size.
 
 Semantics:
 - Time is the event's `generated_at`, so replaying stored history gives the same answers.
@@ -76,6 +77,8 @@ GROUP_KEYS: Mapping[str, Callable[[HealthEvent], tuple[str, ...]]] = {
 class AnalyzerRule:
     name: str
     description: str
+    check_names: frozenset[str]
+    """Only events with one of these check names are considered (empty: all); a cheap index before CEL."""
     match: cel.Program
     group_by: tuple[str, ...]
     window_seconds: float
@@ -119,14 +122,19 @@ class Analyzer:
         if event.agent == AGENT or event.processing_strategy is ProcessingStrategy.STORE_ONLY:
             return []
         moment = event.generated_at.timestamp()
-        bindings = {"event": event.content()}
+        bindings: dict[str, Any] | None = None
         fired: list[HealthEvent] = []
         with self._lock:
             self._seen += 1
             self._newest = max(self._newest, moment)
             for index, rule in enumerate(self.rules):
+                if rule.check_names and event.check_name not in rule.check_names:
+                    continue
                 groups = rule.groups(event)
-                if not groups or not rule.match.test(bindings):
+                if not groups:
+                    continue
+                bindings = bindings or {"event": event.content()}
+                if not rule.match.test(bindings):
                     continue
                 for group in groups:
                     window = self._windows.setdefault((index, group), deque())
@@ -192,7 +200,8 @@ def _duration(seconds: float) -> str:
 
 # -- loading ------------------------------------------------------------------------------------
 
-_RULE_KEYS = ("name", "description", "match", "group_by", "window_seconds", "threshold", "emit")
+_RULE_KEYS = ("name", "description", "check_names", "match", "group_by", "window_seconds", "threshold", "emit")
+_OPTIONAL_KEYS = ("description", "check_names")
 _TEMPLATE_TIME = "1970-01-01T00:00:00Z"
 
 
@@ -221,7 +230,7 @@ def _rule(item: object, where: str) -> AnalyzerRule:
     unknown = sorted(set(item) - set(_RULE_KEYS))
     if unknown:
         raise BadInputError(allowed_values_message(where, "field", unknown[0], _RULE_KEYS))
-    missing = [key for key in _RULE_KEYS if key not in item and key != "description"]
+    missing = [key for key in _RULE_KEYS if key not in item and key not in _OPTIONAL_KEYS]
     if missing:
         raise BadInputError(f"{where}: missing required field {missing[0]}")
     name = item["name"]
@@ -238,6 +247,9 @@ def _rule(item: object, where: str) -> AnalyzerRule:
         raise BadInputError(f"{where}.window_seconds: expected a positive number, got {window!r}")
     if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
         raise BadInputError(f"{where}.threshold: expected an integer ≥ 1, got {threshold!r}")
+    check_names = item.get("check_names", [])
+    if not isinstance(check_names, list) or not all(isinstance(c, str) and c for c in check_names):
+        raise BadInputError(f"{where}.check_names: expected a list of check names")
     match = item["match"]
     if not isinstance(match, str):
         raise BadInputError(f"{where}.match: expected a CEL expression string")
@@ -258,6 +270,7 @@ def _rule(item: object, where: str) -> AnalyzerRule:
     return AnalyzerRule(
         name=name,
         description=str(item.get("description", "")),
+        check_names=frozenset(check_names),
         match=cel.compile_expression(match, ["event"], origin=f"{where}.match"),
         group_by=tuple(group_by),
         window_seconds=float(window),

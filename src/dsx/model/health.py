@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from dsx import serialization
 from dsx.errors import BadInputError, ConflictError, allowed_values_message
 
 SCHEMA_VERSION = 1
@@ -151,6 +152,7 @@ class HealthEvent:
     """Bare codes: "79", "145.RLW_SRC_TRACK", "DCGM_FR_ROW_REMAP_FAILURE", "NODE_NOT_READY"."""
     entities: tuple[Entity, ...] = ()
     metadata: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Free-form string pairs; treat as read-only (the key is computed once and cached)."""
     processing_strategy: ProcessingStrategy = ProcessingStrategy.EXECUTE_REMEDIATION
     quarantine_overrides: BehaviourOverrides = NO_OVERRIDES
     drain_overrides: BehaviourOverrides = NO_OVERRIDES
@@ -166,9 +168,14 @@ class HealthEvent:
             raise BadInputError(f"HealthEvent: {problem}")
 
     @functools.cached_property
+    def canonical_json(self) -> str:
+        """`content()` as compact ASCII JSON with sorted keys: the stored form and the key's input."""
+        return json.dumps(self.content(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    @functools.cached_property
     def idempotency_key(self) -> str:
-        """sha256 of the canonical JSON of the event: same content, same key, one stored copy."""
-        return serialization.digest(self.content())
+        """`sha256:` + hex digest of `canonical_json`: same content, same key, one stored copy."""
+        return "sha256:" + hashlib.sha256(self.canonical_json.encode("ascii")).hexdigest()
 
     def entity_values(self, entity_type: EntityType) -> tuple[str, ...]:
         """Values of the impacted entities of one type, in event order."""

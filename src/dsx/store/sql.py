@@ -613,7 +613,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _document(event: HealthEvent) -> str:
-    return _json(event.content())  # the key is derived again on read
+    return event.canonical_json  # the key is derived again on read
 
 
 def _json(data: Mapping[str, Any]) -> str:

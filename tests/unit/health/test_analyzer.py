@@ -153,6 +153,13 @@ def test_own_and_store_only_events_are_not_counted(shipped: list[analyzer.Analyz
     assert fired(shipped, own + stored_only) == []
 
 
+def test_check_names_limit_what_a_rule_sees() -> None:
+    only_nvml = rules_from(check_names=["GpuXid"], match="true", threshold=2)
+    minute = timedelta(minutes=1)
+    assert fired(only_nvml, [xid_event(at=i * minute) for i in range(3)]) == []
+    assert len(fired(only_nvml, [xid_event(at=i * minute, check_name="GpuXid") for i in range(2)])) == 1
+
+
 def test_late_events_are_counted_in_time_order() -> None:
     rule = rules_from(threshold=3, window_seconds=3600)
     engine = Analyzer(rule)
@@ -228,6 +235,7 @@ def rules_from(**overrides: Any) -> list[analyzer.AnalyzerRule]:
         ),
         ({"window": 5}, "rules[0]: field: 'window' is not allowed"),
         ({"name": ""}, "rules[0].name: expected a non-empty string"),
+        ({"check_names": "KernelLogXid"}, "rules[0].check_names: expected a list of check names"),
     ],
 )
 def test_malformed_rules_are_refused(overrides: dict[str, Any], message: str) -> None:

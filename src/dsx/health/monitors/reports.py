@@ -31,6 +31,7 @@ CHECK_NAMES: dict[FindingKind, str] = {
     FindingKind.RETIRED_PAGES_PENDING: "GpuRetiredPages",
     FindingKind.CLOCKS_THROTTLED: "GpuClockSlowdown",
     FindingKind.DIAG_FAILED: "DcgmDiag",
+    FindingKind.DIAG_FAILED_DEPLOYMENT: "DcgmDiag",
     FindingKind.DIAG_WARNING: "DcgmDiag",
     FindingKind.DIAG_SKIPPED: "DcgmDiag",
     FindingKind.DIAG_INCOMPLETE: "DcgmDiag",
