@@ -1,0 +1,90 @@
+"""/v1/sentinel: the operate pipeline's store over HTTP — node states, events, ingestion.
+
+Registered only when `dsx serve` is given a store (`settings.store_url`). Reads and writes go
+to the same event store a `dsx sentinel run` uses, so a portal can show node states and an
+external monitor can post events without reaching the sentinel process itself. Posted events
+are validated by `dsx.health.ingest` (all-or-nothing) and deduplicated by idempotency key.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Body, FastAPI, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from dsx.health import breaker, ingest, pipeline_status
+from dsx.health import policy as policy_module
+from dsx.health.eventstore import EventStore
+from dsx.store import open_store
+
+if TYPE_CHECKING:
+    from dsx.api.app import ApiSettings
+
+_stores: dict[str, EventStore] = {}
+_lock = threading.Lock()
+
+
+def _store(settings: ApiSettings) -> EventStore:
+    url = str(settings.store_url)
+    with _lock:
+        found = _stores.get(url)
+        if found is None:
+            found = _stores[url] = open_store(url)
+        return found
+
+
+class EventsBody(BaseModel):
+    """HealthEvents (the JSON form of `dsx.model.health.HealthEvent`), at most 1000 per request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    events: list[dict[str, Any]] = Field(min_length=1, max_length=ingest.MAX_EVENTS_PER_REQUEST)
+
+
+def register(api: FastAPI, settings: ApiSettings) -> None:
+    if not settings.store_url:
+        return
+
+    @api.get("/v1/sentinel/nodes", tags=["operate"])
+    def get_nodes() -> dict[str, Any]:
+        """Nodes that left service (state, reason, history), validation requests, breaker, cursors."""
+        store = _store(settings)
+        gate = breaker.CircuitBreaker(store, policy_module.BreakerSettings(), lambda: 0)
+        return pipeline_status.document(store, gate)
+
+    @api.get("/v1/sentinel/events", tags=["operate"])
+    def get_events(
+        node: str | None = Query(default=None, max_length=253),
+        since: datetime | None = Query(default=None, description="Only events generated at or after this time."),
+        after: int = Query(default=0, ge=0, description="Only events past this sequence."),
+        limit: int = Query(default=100, ge=1, le=1000),
+    ) -> dict[str, Any]:
+        """Stored events, oldest first."""
+        found = _store(settings).events(after_sequence=after, limit=limit, node_name=node, since=since)
+        return {
+            "events": [
+                {"sequence": s.sequence, "stored_at": s.stored_at.isoformat(), "event": s.event.to_dict()}
+                for s in found
+            ]
+        }
+
+    @api.post("/v1/sentinel/events", tags=["operate"], status_code=202)
+    def post_events(body: EventsBody = Body(...)) -> JSONResponse:
+        """Store events from an external monitor; a re-sent event is stored once."""
+        events = ingest.parse_document({"events": body.events})
+        appended = _store(settings).append(events)
+        answer = {
+            "accepted": len(appended),
+            "created": sum(1 for a in appended if a.created),
+            "sequences": [a.sequence for a in appended],
+        }
+        return JSONResponse(answer, status_code=202)
+
+
+def check_ready(settings: ApiSettings) -> None:
+    """The store answers (raises a dsx error otherwise)."""
+    _store(settings).last_sequence()

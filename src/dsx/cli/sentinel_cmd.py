@@ -1,0 +1,543 @@
+"""`dsx sentinel`: run the operate pipeline, feed it, and look at what it did.
+
+    run       the pipeline with its monitors, probes, metrics and ingestion endpoint
+    monitor   one monitor (kernel-log, nvml, kube) feeding a store or a sentinel's /v1/events
+    events    stored events             status    nodes, their states and history
+    replay    stored events through another policy, touching nothing
+    breaker   show or reset the quarantine circuit breaker
+    request-validation   ask for nodes to be certified (by name, or from a `dsx diff` report)
+    parse     classify the Xid/SXid lines of a kernel log
+
+Stores are URLs: sqlite:///PATH (default: the dsx state directory), postgresql://…, memory:.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dsx.cli import output as cli_output
+from dsx.cli.sentinel_parse_cmd import parse
+
+if TYPE_CHECKING:
+    from dsx.health.eventstore import EventStore
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _default_store() -> str:
+    from dsx import settings
+
+    folder = settings.paths().state_dir / "sentinel"
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'events.db'}"
+
+
+def _store(url: str | None) -> EventStore:
+    from dsx.store import open_store
+
+    return open_store(url or _default_store())
+
+
+def _since(text: str | None) -> datetime | None:
+    """`--since` as an RFC 3339 time or a duration back from now (90s, 30m, 24h, 7d)."""
+    from dsx.errors import BadInputError
+
+    if not text:
+        return None
+    match = _DURATION.match(text.strip())
+    if match:
+        return datetime.now(UTC) - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise BadInputError(
+            f"--since: {text!r} is neither a time (2026-11-29T10:00:00Z) nor a duration (30m, 24h, 7d)"
+        ) from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+store_option = click.option(
+    "--store", "store_url", default=None, metavar="URL", help="Event store: sqlite:///PATH, postgresql://..., memory:."
+)
+
+
+@click.group("sentinel")
+def sentinel() -> None:
+    """Monitor node health; quarantine, drain, remediate and re-certify faulty GPU nodes."""
+
+
+sentinel.add_command(parse)
+
+
+# -- run -------------------------------------------------------------------------------------------
+
+
+@sentinel.command("run")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="SentinelPolicy file (default: the shipped policy).",
+)
+@store_option
+@click.option(
+    "--enable",
+    "enable",
+    default="",
+    metavar="STAGES",
+    help="Turn stages on: quarantine,drain,remediation,recertify,validation.",
+)
+@click.option(
+    "--sim",
+    "sim_name",
+    default=None,
+    metavar="NAME",
+    help="Run against a `dsx sim` cluster (kubeconfig, kernel logs, sim remediation).",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Cluster to act on (default: KUBECONFIG, ~/.kube/config).",
+)
+@click.option("--dry-run", is_flag=True, help="Record what every stage would do; change nothing.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address of the HTTP endpoints.")
+@click.option(
+    "--port",
+    default=9464,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port of /healthz, /readyz, /metrics, /v1/events (0: any free port).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Bearer tokens for /v1/events and /v1/status (also DSX_SENTINEL_TOKENS).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Monitor cursors (default: <dsx state>/sentinel).",
+)
+@click.option("--owner", default=None, help="Name this sentinel claims work under (stable across restarts).")
+@click.option(
+    "--workers", default=16, show_default=True, type=click.IntRange(1, 256), help="Nodes handled in parallel per stage."
+)
+def run(
+    config: str | None,
+    store_url: str | None,
+    enable: str,
+    sim_name: str | None,
+    kubeconfig: str | None,
+    dry_run: bool,
+    host: str,
+    port: int,
+    token_file: str | None,
+    state_dir: str | None,
+    owner: str | None,
+    workers: int,
+) -> None:
+    """Run the pipeline until SIGTERM or Ctrl-C (structured JSON logs on stderr)."""
+    import os
+    import signal
+    import threading
+
+    from dsx import settings
+    from dsx.api import security
+    from dsx.controllers import sentinel as runtime
+    from dsx.controllers import telemetry
+    from dsx.health import policy as policy_module
+
+    telemetry.configure_json_logging()
+    chosen = policy_module.load(config).with_overrides(enable=policy_module.parse_stages(enable), dry_run=dry_run)
+    folder = (
+        Path(state_dir)
+        if state_dir
+        else settings.paths().state_dir / "sentinel" / (f"sim-{sim_name}" if sim_name else "default")
+    )
+    options = runtime.SentinelOptions(
+        policy=chosen,
+        store_url=store_url or _default_store(),
+        kubeconfig=Path(kubeconfig) if kubeconfig else None,
+        sim_name=sim_name,
+        state_dir=folder,
+        host=host,
+        port=port,
+        token_digests=security.load_tokens(token_file, env_var="DSX_SENTINEL_TOKENS"),
+        owner=owner or runtime.default_owner(),
+        workers=workers,
+    )
+    sentinel_runtime = runtime.SentinelRuntime(options)
+    done = threading.Event()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: done.set())
+    sentinel_runtime.start()
+    assert sentinel_runtime.http is not None
+    click.echo(f"dsx sentinel: serving on http://{host}:{sentinel_runtime.http.port}", err=True)
+    done.wait()
+    sentinel_runtime.stop()
+    # handlers cut short (a remediation waiting on a node) resume at the next start: do not wait for them
+    os._exit(0)
+
+
+# -- monitor ---------------------------------------------------------------------------------------
+
+
+@sentinel.command("monitor")
+@click.argument("kind", type=click.Choice(["kernel-log", "nvml", "kube"]))
+@click.option("--node", "node_name", default=None, help="The node this monitor runs on (kernel-log, nvml).")
+@click.option("--path", "log_path", type=click.Path(dir_okay=False), default=None, help="kernel-log: follow this file.")
+@click.option("--journal", is_flag=True, help="kernel-log: read journald (journalctl -k).")
+@click.option(
+    "--state", "state_file", type=click.Path(dir_okay=False), default=None, help="kernel-log: where the cursor is kept."
+)
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="kube: the cluster to watch.")
+@store_option
+@click.option("--url", default=None, help="Post to a sentinel's /v1/events instead of writing a store.")
+@click.option("--token-file", type=click.Path(dir_okay=False), default=None, help="Bearer token for --url.")
+@click.option(
+    "--interval", "interval_seconds", default=1.0, show_default=True, type=float, help="Seconds between polls."
+)
+@click.option("--once", is_flag=True, help="Poll once and exit.")
+def monitor(
+    kind: str,
+    node_name: str | None,
+    log_path: str | None,
+    journal: bool,
+    state_file: str | None,
+    kubeconfig: str | None,
+    store_url: str | None,
+    url: str | None,
+    token_file: str | None,
+    interval_seconds: float,
+    once: bool,
+) -> None:
+    """Run one monitor, sending what it sees to a store or a sentinel."""
+    from dsx.controllers import monitors
+
+    sink = monitors.HttpSink(url, monitors.read_token(token_file)) if url else monitors.StoreSink(_store(store_url))
+    if kind == "kube":
+        count = monitors.run_kube_monitor(kubeconfig, sink, once=once)
+    else:
+        source = monitors.node_source(
+            kind, node_name=node_name, log_path=log_path, journal=journal, state_file=state_file
+        )
+        count = monitors.run_source(source, sink, interval_seconds=interval_seconds, once=once)
+    click.echo(f"dsx sentinel monitor {kind}: {count} new event(s) sent", err=True)
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+@sentinel.command("events")
+@store_option
+@click.option("--node", "node_name", default=None, help="Only this node's events.")
+@click.option(
+    "--since", default=None, help="Only events generated since TIME (RFC 3339) or a duration ago (30m, 24h, 7d)."
+)
+@click.option("--after", "after_sequence", default=0, type=click.IntRange(0), help="Only events past this sequence.")
+@click.option("--limit", default=1000, show_default=True, type=click.IntRange(1, 100000))
+@cli_output.format_options
+def events(
+    store_url: str | None,
+    node_name: str | None,
+    since: str | None,
+    after_sequence: int,
+    limit: int,
+    fmt: str,
+    output: str | None,
+) -> None:
+    """Stored events, oldest first, with what each stage did with them."""
+    store = _store(store_url)
+    try:
+        found = store.events(after_sequence=after_sequence, limit=limit, node_name=node_name, since=_since(since))
+        rows = [
+            {
+                "sequence": s.sequence,
+                "stored_at": s.stored_at.isoformat(),
+                **s.event.to_dict(),
+                "stages": {
+                    r.stage: {"status": r.status.value, **dict(r.detail)} for r in store.stage_records(s.sequence)
+                },
+            }
+            for s in found
+        ]
+    finally:
+        store.close()
+    cli_output.emit(rows, fmt, output, table=_events_table)
+
+
+def _events_table(rows: list[dict[str, Any]]) -> str:
+    headers = ["seq", "generated", "node", "check", "codes", "fatal", "action", "quarantine", "message"]
+    body = [
+        [
+            r["sequence"],
+            r["generated_at"][:19],
+            r["node_name"],
+            r["check_name"],
+            ",".join(r["error_codes"]),
+            "yes" if r["is_fatal"] else ("healthy" if r["is_healthy"] else "no"),
+            r["recommended_action"],
+            str(r["stages"].get("quarantine", {}).get("disposition", "")),
+            r["message"][:60],
+        ]
+        for r in rows
+    ]
+    return cli_output.format_table(headers, body)
+
+
+@sentinel.command("status")
+@store_option
+@click.option(
+    "--format", "fmt", type=click.Choice(cli_output.FORMATS), default="table", show_default=True, help="Output format."
+)
+@click.option(
+    "-o", "--output", "output", type=click.Path(dir_okay=False), default=None, help="Write to FILE instead of stdout."
+)
+def status(store_url: str | None, fmt: str, output: str | None) -> None:
+    """Each node that left service: its state, why, and its history; breaker and validation requests."""
+    from dsx.health import breaker, pipeline_status
+    from dsx.health import policy as policy_module
+
+    store = _store(store_url)
+    try:
+        gate = breaker.CircuitBreaker(store, policy_module.BreakerSettings(), lambda: 0)
+        document = pipeline_status.document(store, gate)
+    finally:
+        store.close()
+    cli_output.emit(document, fmt, output, table=_status_table)
+
+
+def _status_table(document: dict[str, Any]) -> str:
+    rows = []
+    for node in document["nodes"]:
+        path = (
+            " → ".join([node["history"][0]["from"], *(m["to"] for m in node["history"])])
+            if node["history"]
+            else node["state"]
+        )
+        rows.append([node["node"], node["state"], node["since"][:19], node["reason"][:70], path])
+    text = cli_output.format_table(["node", "state", "since", "reason", "history"], rows)
+    gate = document.get("breaker") or {}
+    text += f"\nbreaker: {gate.get('state', 'closed')}"
+    if gate.get("reason"):
+        text += f" ({gate['reason']})"
+    requests = document["validation_requests"]
+    if requests:
+        text += "\n\n" + cli_output.format_table(
+            ["request", "node", "status", "reason", "detail"],
+            [[r["id"], r["node"], r["status"], r["reason"][:50], r["detail"][:60]] for r in requests],
+        )
+    return text + "\n"
+
+
+# -- replay ----------------------------------------------------------------------------------------
+
+
+@sentinel.command("replay")
+@click.option(
+    "--policy",
+    "policy_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The SentinelPolicy to replay against.",
+)
+@store_option
+@click.option("--since", default=None, help="Only events generated since TIME or a duration ago (30m, 24h, 7d).")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Read the fleet (nodes, pods) from this cluster; nothing is written.",
+)
+@click.option("--sim", "sim_name", default=None, metavar="NAME", help="Read the fleet from a `dsx sim` cluster.")
+@cli_output.format_options
+def replay(
+    policy_file: str,
+    store_url: str | None,
+    since: str | None,
+    kubeconfig: str | None,
+    sim_name: str | None,
+    fmt: str,
+    output: str | None,
+) -> None:
+    """What POLICY would have quarantined, drained and remediated for the stored events."""
+    from dsx.health import policy as policy_module
+    from dsx.health import replay as replaying
+
+    chosen = policy_module.load(policy_file)
+    store = _store(store_url)
+    try:
+        moment = _since(since)
+        history = []
+        after = 0
+        while True:
+            page = store.events(after_sequence=after, limit=5000, since=moment)
+            history.extend(page)
+            if len(page) < 5000:
+                break
+            after = page[-1].sequence
+    finally:
+        store.close()
+    fleet, pods = _read_fleet(kubeconfig, sim_name)
+    report = replaying.replay(history, chosen, node_objects=fleet, pods=pods)
+    cli_output.emit(report.to_dict(), fmt, output, table=_replay_table)
+
+
+def _read_fleet(
+    kubeconfig: str | None, sim_name: str | None
+) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    if not kubeconfig and not sim_name:
+        return None, []
+    from dsx.kube.client import KubeClient
+
+    if sim_name:
+        from dsx.sim.cluster import SimCluster
+
+        client = SimCluster(sim_name).client()
+    else:
+        client = KubeClient(str(kubeconfig))
+    with client:
+        return client.list_nodes(), client.list_pods()
+
+
+def _replay_table(report: dict[str, Any]) -> str:
+    lines = [f"policy: {report['policy']}  events: {report['events']}  derived: {report['derived_events']}", ""]
+    sections: list[tuple[str, list[str]]] = [
+        ("would quarantine", [f"{e['node']}  {e['at']}  {e['reason'][:90]}" for e in report["quarantined"]]),
+        ("would drain", [_drained_line(e) for e in report["drained"]]),
+        ("would remediate", [f"{e['node']}  {e['request']}  {e['reason'][:80]}" for e in report["remediated"]]),
+        ("would escalate", [f"{e['node']}  {e['reason'][:100]}" for e in report["escalated"]]),
+    ]
+    for title, items in sections:
+        lines.append(f"{title}: {len(items)}")
+        lines.extend(f"  {item}" for item in items)
+    gate = report["breaker"]
+    lines.append(f"breaker: {gate.get('state', 'closed')}{' (' + gate['reason'] + ')' if gate.get('reason') else ''}")
+    return "\n".join(lines) + "\n"
+
+
+def _drained_line(entry: dict[str, Any]) -> str:
+    pods = ", ".join(entry["pods"]) or "-"
+    waiting = ", ".join(entry["still_waiting_for"]) or "-"
+    return f"{entry['node']}  pods: {pods}  waiting for: {waiting}"
+
+
+# -- breaker ---------------------------------------------------------------------------------------
+
+
+@sentinel.group("breaker")
+def breaker_group() -> None:
+    """The quarantine circuit breaker."""
+
+
+@breaker_group.command("status")
+@store_option
+@cli_output.format_options
+def breaker_status(store_url: str | None, fmt: str, output: str | None) -> None:
+    """State, window and why it tripped."""
+    from dsx.health import breaker
+    from dsx.health import policy as policy_module
+
+    store = _store(store_url)
+    try:
+        document = breaker.CircuitBreaker(store, policy_module.BreakerSettings(), lambda: 0).status()
+    finally:
+        store.close()
+    cli_output.emit(document, fmt, output)
+
+
+@breaker_group.command("reset")
+@store_option
+def breaker_reset(store_url: str | None) -> None:
+    """Close a tripped breaker; events refused while it was open are not replayed."""
+    from dsx.health import breaker
+    from dsx.health import policy as policy_module
+
+    store = _store(store_url)
+    try:
+        gate = breaker.CircuitBreaker(store, policy_module.BreakerSettings(), lambda: 0)
+        before = gate.state()
+        document = gate.reset()
+    finally:
+        store.close()
+    click.echo(f"breaker {gate.name}: {before.value} → {document['state']} (resets: {document['resets']})")
+
+
+# -- validation requests ---------------------------------------------------------------------------
+
+
+@sentinel.command("request-validation")
+@store_option
+@click.option("--node", "node_names", multiple=True, help="A node to certify (repeatable).")
+@click.option(
+    "--drift",
+    "drift_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A `dsx diff --format json` report: its affected nodes.",
+)
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Read the GPU nodes a fleet-wide drift affects."
+)
+@click.option("--sim", "sim_name", default=None, metavar="NAME", help="Read the GPU nodes from a `dsx sim` cluster.")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="SentinelPolicy (for its GPU node selector).",
+)
+@click.option("--dry-run", is_flag=True, help="Show the requests; store nothing.")
+def request_validation(
+    store_url: str | None,
+    node_names: tuple[str, ...],
+    drift_file: str | None,
+    kubeconfig: str | None,
+    sim_name: str | None,
+    config: str | None,
+    dry_run: bool,
+) -> None:
+    """Queue validation requests; a running sentinel certifies at most M nodes at once."""
+    from dsx import serialization
+    from dsx.errors import BadInputError
+    from dsx.health import nodes as node_facts
+    from dsx.health import policy as policy_module
+    from dsx.health import validation_requests as requests
+
+    if bool(node_names) == bool(drift_file):
+        raise BadInputError("request-validation: give --node NAME (repeatable) or --drift REPORT, not both")
+    wanted: dict[str, str] = {}
+    if node_names:
+        wanted = {name: requests.reason(requests.ValidationKind.MANUAL, "requested by a person") for name in node_names}
+    else:
+        report = serialization.load_mapping_file(str(drift_file))
+        if report.get("kind") != "DriftReport":
+            raise BadInputError(f"{drift_file}: kind: expected DriftReport (from `dsx diff --format json`)")
+        fleet, _ = _read_fleet(kubeconfig, sim_name)
+        selector = policy_module.load(config).gpu_node_selector
+        gpu_nodes = [node_facts.name(n) for n in fleet or [] if node_facts.selected(n, selector)]
+        found = requests.nodes_from_drift(report, gpu_nodes)
+        wanted = {node: requests.reason(requests.ValidationKind.DRIFT, why) for node, why in found.items()}
+    if dry_run:
+        for node, why in sorted(wanted.items()):
+            click.echo(f"would request: {node}  ({why})")
+        return
+    store = _store(store_url)
+    try:
+        for node, why in sorted(wanted.items()):
+            request = store.request_validation(node, why)
+            click.echo(f"request {request.request_id}: {node} {request.status.value} ({request.reason})")
+    finally:
+        store.close()
+    if not wanted:
+        click.echo("no node is affected", err=True)

@@ -1,0 +1,105 @@
+"""`dsx.health.ports.NodeOps` over `dsx.kube.client.KubeClient`.
+
+One change to a node is one merge patch guarded by the node's resourceVersion (taints are a
+list, so they are computed from the node just read); a 409 means someone wrote in between and
+the change is recomputed on the fresh node. Evictions are single attempts: the drain stage owns
+backoff and rate. Events are core/v1 Events on the node, as `kubectl describe node` shows them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from dsx import errors
+from dsx.health import nodes
+from dsx.health.ports import EvictionOutcome, NodeChange
+from dsx.kube.client import EvictionOutcome as KubeEviction
+from dsx.kube.client import KubeClient
+
+COMPONENT = "dsx-sentinel"
+EVENT_NAMESPACE = "default"
+CONFLICT_RETRIES = 8
+
+
+class KubeNodeOps:
+    """NodeOps against one cluster."""
+
+    def __init__(self, client: KubeClient, *, event_namespace: str = EVENT_NAMESPACE) -> None:
+        self.client = client
+        self.event_namespace = event_namespace
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self.client.get_node(name)
+
+    def list_nodes(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        return self.client.list_nodes(labels)
+
+    def change_node(self, name: str, change: NodeChange) -> dict[str, Any]:
+        node = self.client.get_node(name)
+        for _ in range(CONFLICT_RETRIES):
+            if not change.changes(node):
+                return node
+            try:
+                return self.client.patch("v1", "Node", name, merge_patch(node, change))
+            except errors.ConflictError:
+                node = self.client.get_node(name)
+        raise errors.ConflictError(
+            f"change node {name}: the node kept changing; gave up after {CONFLICT_RETRIES} tries"
+        )
+
+    def list_pods(self, node_name: str) -> list[dict[str, Any]]:
+        return self.client.list_pods(node_name=node_name)
+
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> EvictionOutcome:
+        result = self.client.evict(namespace, name, grace_period_seconds=grace_period_seconds, timeout_seconds=0.0)
+        return {
+            KubeEviction.EVICTED: EvictionOutcome.EVICTED,
+            KubeEviction.ALREADY_GONE: EvictionOutcome.ALREADY_GONE,
+            KubeEviction.BLOCKED: EvictionOutcome.BLOCKED,
+        }[result.outcome]
+
+    def delete_pod(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> bool:
+        return self.client.delete_pod(namespace, name, grace_period_seconds=grace_period_seconds)
+
+    def record_event(self, node_name: str, reason: str, message: str, *, warning: bool = False) -> None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.client.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{node_name}.{secrets.token_hex(8)}", "namespace": self.event_namespace},
+                "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+                "reason": reason,
+                "message": message[:1024],
+                "type": "Warning" if warning else "Normal",
+                "source": {"component": COMPONENT},
+                "reportingComponent": COMPONENT,
+                "reportingInstance": COMPONENT,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }
+        )
+
+
+def merge_patch(node: Mapping[str, Any], change: NodeChange) -> dict[str, Any]:
+    """The JSON merge patch applying `change` to `node`, guarded by its resourceVersion."""
+    metadata: dict[str, Any] = {"resourceVersion": (node.get("metadata") or {}).get("resourceVersion")}
+    if change.labels:
+        metadata["labels"] = dict(change.labels)
+    if change.annotations:
+        metadata["annotations"] = dict(change.annotations)
+    spec: dict[str, Any] = {}
+    if change.unschedulable is not None and change.unschedulable != nodes.unschedulable(node):
+        spec["unschedulable"] = True if change.unschedulable else None
+    if change.add_taints or change.remove_taints:
+        taints = change.taints_after(nodes.taints(node))
+        if taints != nodes.taints(node):
+            spec["taints"] = taints or None
+    patch: dict[str, Any] = {"metadata": metadata}
+    if spec:
+        patch["spec"] = spec
+    return patch

@@ -1,0 +1,157 @@
+"""One monitor as its own process (`dsx sentinel monitor KIND`), sending to a store or a sentinel.
+
+On a node, the kernel-log or NVML monitor runs beside the workloads and either writes the
+shared store directly (PostgreSQL) or posts to the sentinel's authenticated `/v1/events`.
+Either way the monitor commits its position only after the events were accepted, and a
+re-sent event carries the same idempotency key, so a crash or a failed post never loses or
+doubles an event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Protocol
+
+from dsx import errors
+from dsx.health import ingest
+from dsx.health.eventstore import EventStore
+from dsx.health.monitors import kube_objects
+from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
+from dsx.health.monitors.source import HealthSource
+from dsx.kube.client import KubeClient
+from dsx.model.health import HealthEvent
+
+log = logging.getLogger("dsx.sentinel.monitor")
+
+
+class Sink(Protocol):
+    def send(self, events: list[HealthEvent]) -> int:
+        """Deliver events; returns how many were new. Raises when they were not accepted."""
+        ...
+
+
+class StoreSink:
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+
+    def send(self, events: list[HealthEvent]) -> int:
+        return sum(1 for a in self.store.append(events) if a.created)
+
+
+class HttpSink:
+    """POSTs to a sentinel's /v1/events with a bearer token."""
+
+    def __init__(self, url: str, token: str, *, timeout_seconds: float = 30.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise errors.BadInputError(f"--url: {url!r} is not an http(s) URL")
+        self.url = url.rstrip("/") + ("" if url.rstrip("/").endswith("/v1/events") else "/v1/events")
+        self.token = token
+        self.timeout_seconds = timeout_seconds
+
+    def send(self, events: list[HealthEvent]) -> int:
+        body = json.dumps(ingest.to_document(events)).encode()
+        request = urllib.request.Request(  # noqa: S310 - an http(s) URL checked above
+            self.url,
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:  # noqa: S310
+                answer = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read(2000).decode(errors="replace")
+            if exc.code in (401, 403):
+                raise errors.UnauthorizedError(f"{self.url}: {exc.code}: {detail}") from exc
+            raise errors.UnavailableError(f"{self.url}: {exc.code}: {detail}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise errors.UnavailableError(f"{self.url}: {getattr(exc, 'reason', exc)}") from exc
+        return int(answer.get("created", 0))
+
+
+def read_token(path: str | None) -> str:
+    if not path:
+        raise errors.BadInputError("--url needs --token-file with the sentinel's bearer token")
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise errors.BadInputError(f"{path}: cannot read the token: {exc.strerror}") from exc
+
+
+def node_source(
+    kind: str, *, node_name: str | None, log_path: str | None, journal: bool, state_file: str | None
+) -> HealthSource:
+    if not node_name:
+        raise errors.BadInputError(f"monitor {kind}: --node is required (the node this monitor watches)")
+    if kind == "nvml":
+        from dsx.health.monitors.nvml import NvmlMonitor
+
+        try:
+            return NvmlMonitor(node_name)
+        except Exception as exc:  # the NVML library raises its own error types when no driver is present
+            raise errors.UnavailableError(f"monitor nvml: NVML is not usable here: {exc}") from exc
+    if bool(log_path) == journal:
+        raise errors.BadInputError("monitor kernel-log: give --path FILE or --journal")
+    reader: LineReader = JournalReader() if journal else FileFollower(str(log_path))
+    state = Path(state_file) if state_file else Path(f"kernel-log-{node_name}.state.json")
+    return KernelLogMonitor(node_name, reader, state)
+
+
+def run_source(
+    source: HealthSource, sink: Sink, *, interval_seconds: float, once: bool, stop: threading.Event | None = None
+) -> int:
+    """Poll → send → commit until stopped; a failed send is retried with the same events."""
+    stop = stop or threading.Event()
+    sent = 0
+    try:
+        while not stop.is_set():
+            events = source.poll()
+            if events:
+                try:
+                    sent += sink.send(events)
+                except errors.UnavailableError as exc:
+                    if once:
+                        raise
+                    log.warning("send failed, retrying: %s", exc)
+                    stop.wait(interval_seconds)
+                    continue
+            source.commit()
+            if once:
+                break
+            if not events:
+                stop.wait(interval_seconds)
+    finally:
+        source.close()
+    return sent
+
+
+def run_kube_monitor(kubeconfig: str | None, sink: Sink, *, once: bool, stop: threading.Event | None = None) -> int:
+    """Node policies over a node watch (the first pass reports every node's baseline)."""
+    if not kubeconfig:
+        raise errors.BadInputError("monitor kube: --kubeconfig is required")
+    stop = stop or threading.Event()
+    monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
+    sent = 0
+    with KubeClient(kubeconfig) as client:
+        if once:
+            for node in client.list_nodes():
+                found = monitor.observe(node)
+                sent += sink.send(found) if found else 0
+            return sent
+        watch = client.watch_nodes()
+        while not stop.is_set():
+            for change in watch.events(timeout_seconds=5.0):
+                if change.type.value == "DELETED":
+                    monitor.forget(change.name)
+                    continue
+                found = monitor.observe(change.object)
+                if found:
+                    sent += sink.send(found)
+            time.sleep(0)
+    return sent

@@ -1,0 +1,426 @@
+"""The sentinel runtime: monitors, analyzer and pipeline stages over one store and one cluster.
+
+Composition only — what each part decides lives in `dsx.health`. One process runs:
+
+- **monitors** in-process: kernel logs (files or journald, persisted cursors under the state
+  directory), the Kubernetes-object policies over a node watch, and the ingestion endpoint for
+  external monitors (`POST /v1/events`);
+- the **analyzer** and the four **stages** (quarantine → drain → remediation → recertify), each
+  a consumer with its own durable cursor and its own store connection, woken as soon as
+  something they wait for happens (an append in this process, an acknowledgement upstream, a
+  NOTIFY from PostgreSQL, or a poll for other writers);
+- the **validation runner** (at most M certifications at once) and the joining-node watch;
+- **fleet accounting** every few seconds: stage lag, breaker state, nodes per state, GPU-hours
+  per state and the goodput ratio;
+- the HTTP server (`dsx.controllers.http`).
+
+Every loop survives its own failures (logged as JSON, retried), so one unreachable apiserver
+call or a locked database never stops the others; what did not finish is re-offered by the
+store. `stop()` ends the loops; work cut short is resumed by the next start (same owner name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsx import errors, settings
+from dsx.api import security
+from dsx.controllers import http, kube_nodes, telemetry
+from dsx.health import (
+    analyzer,
+    breaker,
+    drain,
+    goodput,
+    ingest,
+    pipeline_status,
+    quarantine,
+    recertify,
+    remediation,
+    stages,
+    validation_requests,
+)
+from dsx.health.eventstore import EventStore
+from dsx.health.monitors import kube_objects
+from dsx.health.monitors import source as monitor_source
+from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
+from dsx.health.policy import PIPELINE, KernelLogSource, ProviderKind, SentinelPolicy, Stage
+from dsx.kube.client import KubeClient
+from dsx.model.health import NodeState
+from dsx.store import open_store
+
+log = logging.getLogger("dsx.sentinel")
+
+DEFAULT_PORT = 9464
+
+
+def default_owner() -> str:
+    """Stable across restarts on one host, so a restarted sentinel re-claims its own work at once."""
+    return f"dsx-sentinel@{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class SentinelOptions:
+    policy: SentinelPolicy
+    store_url: str
+    kubeconfig: Path | None = None
+    sim_name: str | None = None
+    sim_root: Path | None = None
+    """Where simulated clusters live (default: the dsx state directory's sim/)."""
+    state_dir: Path = field(default_factory=lambda: settings.paths().state_dir / "sentinel")
+    """Monitor cursors and other local state."""
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token_digests: frozenset[str] = frozenset()
+    owner: str = field(default_factory=default_owner)
+    workers: int = 16
+    """Worker threads per stage: nodes handled in parallel."""
+    fleet_interval_seconds: float = 5.0
+    store_poll_seconds: float = 1.0
+
+
+class SentinelRuntime:
+    """Build with options, `start()`, then `stop()`; see the module docstring."""
+
+    def __init__(self, options: SentinelOptions) -> None:
+        self.options = options
+        self.policy = options.policy
+        self.telemetry = telemetry.SentinelTelemetry()
+        self.waker = stages.Waker()
+        self.stop_event = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._stores: list[EventStore] = []
+        self._fleet_size = 0
+        self._hours = goodput.GpuHours()
+        self._started = False
+        self.http: http.SentinelHttpServer | None = None
+        self.runners: list[stages.StageRunner] = []
+        self.quarantine: quarantine.QuarantineHandler | None = None
+        self.validations: validation_requests.ValidationRunner | None = None
+        self.joining: validation_requests.JoiningNodes | None = None
+        self.kernel_monitors: list[KernelLogMonitor] = []
+        self.kube_monitor: kube_objects.KubeObjectMonitor | None = None
+        self.store = self._open_store()
+        self.client, self.sim = self._cluster()
+        self.nodes = kube_nodes.KubeNodeOps(self.client)
+
+    # -- construction ---------------------------------------------------------------------------
+
+    def _open_store(self) -> EventStore:
+        """A store connection of its own for one part (all parts share one in-memory store)."""
+        if self._stores and self.options.store_url == "memory:":
+            return self._stores[0]
+        opened = open_store(self.options.store_url)
+        self._stores.append(opened)
+        return opened
+
+    def _cluster(self) -> tuple[KubeClient, Any]:
+        if self.options.sim_name:
+            from dsx.sim.cluster import SimCluster
+
+            sim = SimCluster(self.options.sim_name, root=self.options.sim_root)
+            if sim.load_state() is None:
+                raise errors.NotFoundError(
+                    f"--sim {self.options.sim_name}: no simulated cluster by that name; start it with `dsx sim up`"
+                )
+            return sim.client(), sim
+        kubeconfig = self.options.kubeconfig or _default_kubeconfig()
+        if kubeconfig is None:
+            raise errors.BadInputError(
+                "sentinel run: no cluster: give --kubeconfig FILE or --sim NAME (or set KUBECONFIG)"
+            )
+        return KubeClient(kubeconfig), None
+
+    def _provider(self) -> Any:
+        from dsx.sim import faults
+
+        provider_settings = self.policy.remediation.provider
+        if self.sim is not None and provider_settings.kind is ProviderKind.NONE:
+            provider_settings = dataclasses.replace(provider_settings, kind=ProviderKind.SIM, timeout_seconds=120.0)
+        return remediation.build_provider(
+            provider_settings, self.nodes, sim_not_ready_annotation=faults.NOT_READY_ANNOTATION
+        )
+
+    def _kernel_log_sources(self) -> list[KernelLogSource]:
+        sources = list(self.policy.monitors.kernel_logs)
+        if self.sim is not None:
+            known = {s.node for s in sources}
+            for name in self.sim.status().node_names:
+                if name not in known:
+                    sources.append(KernelLogSource(name, str(self.sim.kernel_log(name))))
+        return sources
+
+    def _build(self) -> None:
+        policy, options = self.policy, self.options
+        self._fleet_size = len(self.nodes.list_nodes(dict(policy.gpu_node_selector)))
+        quarantine_store = self._open_store()
+        acting = policy.switch(Stage.QUARANTINE).acting
+        gate = breaker.CircuitBreaker(
+            quarantine_store,
+            policy.breaker,
+            lambda: self._fleet_size,
+            name=breaker.NAME if acting else f"{breaker.NAME}-dry-run",
+        )
+        self.breaker = gate
+        self.quarantine = quarantine.QuarantineHandler(quarantine_store, self.nodes, policy, gate, self.telemetry)
+        drain_store, remediation_store, recertify_store = self._open_store(), self._open_store(), self._open_store()
+        handlers: list[stages.StageHandler] = [
+            self.quarantine,
+            drain.DrainHandler(drain_store, self.nodes, policy, self.telemetry),
+            remediation.RemediationHandler(remediation_store, self.nodes, policy, self._provider(), self.telemetry),
+            recertify.RecertifyHandler(recertify_store, self.nodes, policy, self.telemetry),
+        ]
+        stores = [quarantine_store, drain_store, remediation_store, recertify_store]
+        self.runners = [
+            stages.StageRunner(s, h, owner=options.owner, workers=options.workers, waker=self.waker)
+            for s, h in zip(stores, handlers, strict=True)
+        ]
+        if policy.switch(Stage.RECERTIFY).acting or policy.switch(Stage.VALIDATION).enabled:
+            certifier = recertify.LocalRecertifier(policy.certification)
+            self.validations = validation_requests.ValidationRunner(
+                self._open_store(), self.nodes, policy, certifier, self.telemetry
+            )
+        if policy.switch(Stage.VALIDATION).enabled:
+            self.joining = validation_requests.JoiningNodes(self.store, self.nodes, policy, self.telemetry)
+        if policy.monitors.kube_objects:
+            self.kube_monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
+        for source in self._kernel_log_sources():
+            self.kernel_monitors.append(self._kernel_monitor(source))
+
+    def _kernel_monitor(self, source: KernelLogSource) -> KernelLogMonitor:
+        reader: LineReader
+        if source.journal:
+            reader = JournalReader()
+        else:
+            reader = FileFollower(source.path, from_end=self.policy.monitors.start_at_end)
+        state = self.options.state_dir / "monitors" / f"kernel-log-{source.node}.json"
+        return KernelLogMonitor(source.node, reader, state)
+
+    # -- running --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.options.state_dir.mkdir(parents=True, exist_ok=True)
+        self._build()
+        self.http = http.SentinelHttpServer(
+            http.Routes(
+                ready=self.ready,
+                metrics=self.telemetry.exposition,
+                status=self.status,
+                ingest=self.ingest,
+                authenticator=security.TokenAuthenticator(self.options.token_digests),
+            ),
+            host=self.options.host,
+            port=self.options.port,
+        )
+        self.http.start()
+        for runner in self.runners:
+            self._spawn(f"stage-{runner.name}", self._stage_loop(runner))
+        if self.policy.switch(Stage.ANALYZER).enabled:
+            rules = (
+                analyzer.load_rules(self.policy.analyzer_rules) if self.policy.analyzer_rules else analyzer.load_rules()
+            )
+            correlate = analyzer.AnalyzerStage(self._open_store(), analyzer.Analyzer(rules), owner=self.options.owner)
+            correlate.warm()
+            self._spawn("analyzer", self._poll_loop(correlate.step, 0.2))
+        if self.validations is not None:
+            self._spawn("validations", self._poll_loop(self.validations.step, 1.0))
+        if self.kernel_monitors:
+            self._spawn(
+                "kernel-log", self._poll_loop(self._pump_kernel_logs, self.policy.monitors.poll_interval_seconds)
+            )
+        self._spawn("node-watch", self._watch_nodes)
+        self._spawn(
+            "fleet", self._poll_loop(self._account_fleet, self.options.fleet_interval_seconds, always_wait=True)
+        )
+        self._spawn("store-watch", self._watch_store)
+        self._started = True
+        log.info(
+            "sentinel started",
+            extra={
+                "port": self.http.port,
+                "stages": {s.value: vars(self.policy.switch(s)) for s in (Stage.ANALYZER, *PIPELINE, Stage.VALIDATION)},
+                "kernel_logs": len(self.kernel_monitors),
+                "owner": self.options.owner,
+            },
+        )
+
+    def stop(self, *, timeout_seconds: float = 10.0) -> None:
+        self.stop_event.set()
+        self.waker.poke()
+        deadline = time.monotonic() + timeout_seconds
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for runner in self.runners:
+            runner.close(wait=False)
+        if self.validations is not None:
+            self.validations.close()
+        if self.http is not None:
+            self.http.stop()
+        for monitor in self.kernel_monitors:
+            monitor.close()
+        self.client.close()
+        for opened in self._stores:
+            opened.close()
+        log.info("sentinel stopped", extra={"still_running": self.alive()})
+
+    def alive(self) -> list[str]:
+        return [t.name for t in self._threads if t.is_alive()]
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=f"sentinel-{name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _stage_loop(self, runner: stages.StageRunner) -> Callable[[], None]:
+        def loop() -> None:
+            while not self.stop_event.is_set():
+                seen = self.waker.generation
+                try:
+                    progressed = runner.step()
+                except errors.DsxError as exc:
+                    self.telemetry.stage_errors.labels(runner.name).inc()
+                    log.warning("stage %s: %s", runner.name, exc, extra={"stage": runner.name})
+                    self.stop_event.wait(1.0)
+                    continue
+                if not progressed:
+                    self.waker.wait(seen, runner.idle_seconds(0.5))
+
+        return loop
+
+    def _poll_loop(
+        self, step: Callable[[], Any], interval_seconds: float, *, always_wait: bool = False
+    ) -> Callable[[], None]:
+        def loop() -> None:
+            while not self.stop_event.is_set():
+                try:
+                    busy = step()
+                except Exception as exc:
+                    log.warning(
+                        "%s: %s",
+                        getattr(step, "__qualname__", step),
+                        exc,
+                        exc_info=not isinstance(exc, errors.DsxError),
+                    )
+                    self.stop_event.wait(max(interval_seconds, 1.0))
+                    continue
+                if always_wait or not busy:
+                    self.stop_event.wait(interval_seconds)
+
+        return loop
+
+    def _pump_kernel_logs(self) -> int:
+        created = 0
+        for monitor in self.kernel_monitors:
+            try:
+                created += monitor_source.pump(monitor, self.store)
+            except errors.DsxError as exc:
+                log.warning("kernel-log monitor %s: %s", monitor.node_name, exc, extra={"node": monitor.node_name})
+        if created:
+            self.telemetry.events_ingested.labels("kernel-log").inc(created)
+            self.waker.poke()
+        return created
+
+    def _watch_nodes(self) -> None:
+        watch = self.client.watch_nodes(self.policy.gpu_node_selector)
+        while not self.stop_event.is_set():
+            try:
+                for change in watch.events(timeout_seconds=2.0):
+                    self._on_node(change.type.value, change.object)
+                    if self.stop_event.is_set():
+                        return
+            except errors.DsxError as exc:
+                log.warning("node watch: %s", exc)
+                self.stop_event.wait(1.0)
+
+    def _on_node(self, kind: str, node: dict[str, Any]) -> None:
+        name = str((node.get("metadata") or {}).get("name", ""))
+        if kind == "DELETED":
+            if self.kube_monitor is not None:
+                self.kube_monitor.forget(name)
+            return
+        if self.kube_monitor is not None:
+            found = self.kube_monitor.observe(node)
+            if found:
+                created = sum(1 for a in self.store.append(found) if a.created)
+                self.telemetry.events_ingested.labels("kube").inc(created)
+                self.waker.poke()
+        if self.quarantine is not None:
+            self.quarantine.reconcile(node)
+        if self.joining is not None:
+            self.joining.observe(node)
+
+    def _account_fleet(self) -> bool:
+        fleet = self.nodes.list_nodes(dict(self.policy.gpu_node_selector))
+        self._fleet_size = len(fleet)
+        statuses = self.store.node_states()
+        states = {s.node_name: s.state for s in statuses}
+        held = self.policy.certification.taint.key
+        capacity = goodput.capacity_by_bucket(fleet, states, held_taint=held)
+        added = self._hours.observe(capacity, time.time())
+        counts: dict[NodeState, int] = {}
+        for node in fleet:
+            state = states.get(str(node["metadata"]["name"]), NodeState.HEALTHY)
+            counts[state] = counts.get(state, 0) + 1
+        self.telemetry.fleet(capacity, added, counts)
+        self.telemetry.lag(self.store.cursors(), self.store.last_sequence())
+        self.telemetry.breaker_tripped.set(1 if self.breaker.state() is breaker.BreakerState.TRIPPED else 0)
+        return True
+
+    def _watch_store(self) -> None:
+        """Wake the stages when another process appends (PostgreSQL NOTIFY, or a poll for SQLite)."""
+        watcher = self._open_store()
+        seen = watcher.last_sequence()
+        while not self.stop_event.is_set():
+            try:
+                if watcher.wait_for_events(seen, self.options.store_poll_seconds):
+                    seen = watcher.last_sequence()
+                    self.waker.poke()
+            except errors.DsxError as exc:
+                log.warning("store watch: %s", exc)
+                self.stop_event.wait(1.0)
+
+    # -- endpoints ------------------------------------------------------------------------------
+
+    def ready(self) -> str | None:
+        if not self._started:
+            return "starting"
+        try:
+            self.store.last_sequence()
+        except errors.DsxError as exc:
+            return f"event store: {exc}"
+        if not self.client.ready():
+            return "the Kubernetes API is not ready"
+        dead = [t.name for t in self._threads if not t.is_alive()]
+        return f"stopped: {', '.join(dead)}" if dead else None
+
+    def status(self) -> dict[str, Any]:
+        return pipeline_status.document(self.store, self.breaker)
+
+    def ingest(self, body: bytes) -> dict[str, Any]:
+        events = ingest.parse_body(body)
+        appended = self.store.append(events)
+        created = sum(1 for a in appended if a.created)
+        self.telemetry.events_ingested.labels("http").inc(created)
+        self.waker.poke()
+        return {"accepted": len(appended), "created": created, "sequences": [a.sequence for a in appended]}
+
+
+def status_document(store: EventStore, gate: breaker.CircuitBreaker | None) -> dict[str, Any]:
+    """The pipeline status document (`dsx.health.pipeline_status.document`), for callers of the runtime."""
+    return pipeline_status.document(store, gate)
+
+
+def _default_kubeconfig() -> Path | None:
+    explicit = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    for candidate in (explicit, str(Path.home() / ".kube" / "config")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None

@@ -1,0 +1,133 @@
+"""What the sentinel tells operators: Prometheus metrics and one JSON object per log line.
+
+`SentinelTelemetry` is the `dsx.health.ports.Observer` of the live pipeline. Metric names
+(all prefixed `dsx_sentinel_`) are listed in docs/sentinel.md with the alerts that use them:
+
+- `events_ingested_total{source}`        events newly stored, by door (kernel-log, kube, http, …)
+- `actions_total{stage,action}`           every change made (or, in dry run, planned)
+- `breaker_tripped` / `breaker_trips_total`  circuit breaker state and trips
+- `stage_lag_events{stage}`              stored events a stage has not finished yet
+- `fault_to_cordon_seconds`              histogram: monitor saw the fault → node cordoned
+- `nodes{state}`                         nodes per pipeline state
+- `gpu_hours_total{bucket}`              GPU capacity integrated over time per bucket (dsx.health.goodput)
+- `fleet_goodput_ratio`                  in-service GPUs / all GPUs
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from dsx.health import goodput
+from dsx.model.health import NodeState
+
+LATENCY_BUCKETS_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+actions_log = logging.getLogger("dsx.sentinel.actions")
+
+
+class SentinelTelemetry:
+    """Prometheus registry of one sentinel process, and its Observer."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.events_ingested = Counter("dsx_sentinel_events_ingested", "Events newly stored", ["source"], registry=r)
+        self.actions = Counter(
+            "dsx_sentinel_actions", "Actions taken (or planned in dry run)", ["stage", "action"], registry=r
+        )
+        self.breaker_tripped = Gauge(
+            "dsx_sentinel_breaker_tripped", "1 while the quarantine breaker is tripped", registry=r
+        )
+        self.breaker_trips = Counter("dsx_sentinel_breaker_trips", "Times the quarantine breaker tripped", registry=r)
+        self.stage_lag = Gauge(
+            "dsx_sentinel_stage_lag_events", "Stored events a stage has not finished", ["stage"], registry=r
+        )
+        self.fault_to_cordon_seconds = Histogram(
+            "dsx_sentinel_fault_to_cordon_seconds",
+            "From the monitor seeing a fault to the node being cordoned",
+            buckets=LATENCY_BUCKETS_SECONDS,
+            registry=r,
+        )
+        self.nodes = Gauge("dsx_sentinel_nodes", "Nodes per pipeline state", ["state"], registry=r)
+        self.gpu_hours = Counter("dsx_sentinel_gpu_hours", "GPU capacity over time per bucket", ["bucket"], registry=r)
+        self.goodput = Gauge("dsx_sentinel_fleet_goodput_ratio", "GPUs certified and in service / all GPUs", registry=r)
+        self.stage_errors = Counter("dsx_sentinel_stage_errors", "Handler failures (retried)", ["stage"], registry=r)
+        for bucket in goodput.BUCKETS:
+            self.gpu_hours.labels(bucket)
+        for state in NodeState:
+            self.nodes.labels(state.value)
+
+    # Observer
+    def action(self, stage: str, action: str, node_name: str, detail: Mapping[str, Any]) -> None:
+        self.actions.labels(stage, action).inc()
+        actions_log.info(
+            "%s %s %s",
+            stage,
+            action,
+            node_name,
+            extra={"stage": stage, "action": action, "node": node_name, "detail": dict(detail)},
+        )
+
+    def fault_to_cordon(self, seconds: float) -> None:
+        self.fault_to_cordon_seconds.observe(seconds)
+
+    def breaker(self, state: str, detail: Mapping[str, Any]) -> None:
+        self.breaker_tripped.set(1 if state == "tripped" else 0)
+        if state == "tripped":
+            self.breaker_trips.inc()
+
+    # periodic figures
+    def fleet(
+        self, capacity: Mapping[str, int], hours_added: Mapping[str, float], states: Mapping[NodeState, int]
+    ) -> None:
+        self.goodput.set(goodput.goodput_ratio(capacity))
+        for bucket, hours in hours_added.items():
+            if hours > 0:
+                self.gpu_hours.labels(bucket).inc(hours)
+        for state in NodeState:
+            self.nodes.labels(state.value).set(states.get(state, 0))
+
+    def lag(self, cursors: Mapping[str, int], last_sequence: int) -> None:
+        for stage, cursor in cursors.items():
+            self.stage_lag.labels(stage).set(max(0, last_sequence - cursor))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and any `extra` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+def configure_json_logging(level: int = logging.INFO) -> None:
+    """Send the dsx loggers to stderr as JSON lines (idempotent)."""
+    root = logging.getLogger("dsx")
+    if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root.addHandler(handler)
+    root.setLevel(level)
+    root.propagate = False
