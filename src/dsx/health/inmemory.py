@@ -121,7 +121,7 @@ class InMemoryEventStore:
             now = self._clock()
             acked = self._acked.setdefault(consumer, set())
             out: list[StoredEvent] = []
-            for stored in self._events[self._cursors.get(consumer, 0) :]:
+            for stored in self._events[self._cursors.setdefault(consumer, 0) :]:
                 if len(out) >= limit:
                     break
                 if stored.sequence in acked:
