@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pynvml
 import pytest
 
+from dsx.errors import UnavailableError
 from dsx.health import xid
 from dsx.health.monitors import nvml
 from dsx.health.monitors.fake_nvml import FakeGpu, FakeNvmlLibrary, installed
@@ -237,6 +238,16 @@ def test_the_default_verdict_comes_from_the_xid_catalog() -> None:
         False,
         "RESTART_APP",
     )
+
+
+def test_no_driver_is_a_one_line_unavailable_error() -> None:
+    library = FakeNvmlLibrary([gpu(0)])
+    library.init_error = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
+    with (
+        installed(library),
+        pytest.raises(UnavailableError, match="NVML: cannot initialise on node n3: Driver Not Loaded"),
+    ):
+        nvml.NvmlMonitor("n3", xid_verdict=verdict)
 
 
 def test_canonical_pci() -> None:

@@ -68,6 +68,8 @@ class FakeNvmlLibrary:
         self._handles = [pynvml.struct_c_nvmlDevice_t() for _ in gpus]
         self._event_sets: dict[int, _EventSet] = {}
         self.initialized = False
+        self.init_error: int | None = None
+        """An NVML return code for nvmlInit to fail with (e.g. NVML_ERROR_DRIVER_NOT_LOADED)."""
 
     def inject_xid(self, index: int, xid: int) -> None:
         """Queue an Xid critical error for GPU `index` on every event set it is registered with."""
@@ -94,6 +96,8 @@ class FakeNvmlLibrary:
     # -- init --------------------------------------------------------------------------------
     def nvmlInitWithFlags(self, flags: int) -> int:
         self._record("nvmlInitWithFlags")
+        if self.init_error is not None:
+            return self.init_error
         self.initialized = True
         return SUCCESS
 

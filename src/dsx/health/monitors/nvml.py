@@ -28,6 +28,7 @@ from typing import Any
 
 import pynvml
 
+from dsx.errors import UnavailableError
 from dsx.health import xid
 from dsx.model.health import (
     ComponentClass,
@@ -138,7 +139,10 @@ class NvmlMonitor:
         self._clock = clock
         self._committed = _Pending()
         self._pending = _Pending()
-        pynvml.nvmlInit()
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            raise UnavailableError(f"NVML: cannot initialise on node {node_name}: {exc}") from exc
         self._gpus = [self._open_gpu(index) for index in range(pynvml.nvmlDeviceGetCount())]
         self._event_set = pynvml.nvmlEventSetCreate()
         for gpu in self._gpus:
