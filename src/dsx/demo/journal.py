@@ -10,6 +10,7 @@ from the pieces it drives, with wall-clock times, for the HTML report.
 from __future__ import annotations
 
 import enum
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ class Journal:
 
     def __post_init__(self) -> None:
         self._began = self.clock()
+        self._lock = threading.Lock()
 
     def elapsed(self) -> float:
         return self.clock() - self._began
@@ -95,12 +97,13 @@ class Journal:
         return f"[{self.elapsed():6.1f}s]"
 
     def note(self, message: str, *, source: str = "demo", node: str = "", show: bool = True) -> None:
-        """A timeline entry; shown as an indented progress line unless `show` is False."""
-        now = self.wall_clock()
-        at = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-        self.timeline.append(TimelineEntry(at, self.elapsed(), source, message, node))
-        if show:
-            self.say(f"{self._stamp()}        {message}")
+        """A timeline entry (from any thread); shown as an indented progress line unless `show` is False."""
+        with self._lock:  # the sentinel's threads report here too
+            now = self.wall_clock()
+            at = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+            self.timeline.append(TimelineEntry(at, self.elapsed(), source, message, node))
+            if show:
+                self.say(f"{self._stamp()}        {message}")
 
     def _title(self, name: str) -> str:
         return next((s.title for s in self.steps if s.name == name), name)

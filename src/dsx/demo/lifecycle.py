@@ -148,7 +148,6 @@ class Demo:
         self.signer: keys.KeySigner | None = None
         self.cluster = SimCluster(options.cluster_name)
         self.kube: KubeClient | None = None
-        self.pipeline: operate.Pipeline | None = None
 
     def path(self, relative: str) -> Path:
         return self.out / relative
@@ -361,8 +360,9 @@ class Demo:
             )
         isolated = [entry["node"] for entry in self.outcome.isolated]
         summary = (
-            f"result {result.result.value}: {len(result.nodes)} nodes, {result.runs} workload runs in "
-            f"{result.duration_seconds:.0f} s; isolated {', '.join(isolated) or 'nothing'}"
+            f"{', '.join(c.name for c in spec.categories)} on {len(result.nodes)} nodes: {result.result.value}, "
+            f"{result.runs} workload runs in {result.duration_seconds:.0f} s; fault isolation blamed "
+            f"{', '.join(isolated) or 'nothing'}"
         )
         if isolated != [self.options.slow_node]:
             raise journal.StepFailedError(f"{summary}; expected exactly {self.options.slow_node} (the slow node)")
@@ -390,8 +390,6 @@ class Demo:
     # ---- cleanup -------------------------------------------------------------------------------
 
     def _clean_up(self) -> None:
-        if self.pipeline is not None:
-            self.pipeline.stop()
         if self.kube is not None:
             self.kube.close()
             self.kube = None
