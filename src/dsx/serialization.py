@@ -22,6 +22,11 @@ import yaml
 
 from dsx.errors import BadInputError, NotFoundError
 
+# Emission stays on the pure-Python emitter: libyaml's passes lone surrogates through unescaped.
+# Parsing uses libyaml when present (~5x faster on large snapshots, same documents).
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LINE_BREAKS_YAML_NORMALISES = frozenset("\x85\u2028\u2029")
+
 
 class _Dumper(yaml.SafeDumper):
     """SafeDumper with literal multi-line strings and no aliases."""
@@ -45,6 +50,9 @@ _AMBIGUOUS = re.compile(
 
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    if _LINE_BREAKS_YAML_NORMALISES.intersection(data) or "\r" in data:
+        # only double quotes keep NEL, LS, PS and CR exact (as escapes)
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
     if "\n" in data:
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
     if _AMBIGUOUS.match(data):
@@ -63,7 +71,7 @@ def dump_yaml(data: Any) -> str:
         sort_keys=False,
         default_flow_style=False,
         allow_unicode=True,
-        width=float("inf"),
+        width=2**31 - 1,  # never wrap (libyaml needs an int)
         indent=2,
     )
 
@@ -88,6 +96,8 @@ def canonical_json(data: Any) -> bytes:
         return rfc8785.dumps(data)
     except rfc8785.IntegerDomainError as exc:
         raise BadInputError(f"{exc}: integers must lie within ±(2^53 - 1)") from exc
+    except rfc8785.CanonicalizationError as exc:
+        raise BadInputError(f"cannot canonicalize: {exc}") from exc
 
 
 def digest(data: Any) -> str:
@@ -98,7 +108,7 @@ def digest(data: Any) -> str:
 def parse_yaml(text: str, *, source: str) -> Any:
     """Parse YAML text, naming `source` and the position on a syntax error."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
@@ -111,7 +121,7 @@ def parse_yaml(text: str, *, source: str) -> Any:
 def parse_yaml_documents(text: str, *, source: str) -> list[Any]:
     """Parse a multi-document YAML stream, dropping empty documents."""
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.load_all(text, Loader=_SafeLoader) if d is not None]
     except yaml.YAMLError as exc:
         raise BadInputError(f"{source}: malformed YAML: {exc}") from exc
 
