@@ -46,7 +46,7 @@ def load_recipe(recipe_path: str | None, criteria: dict[str, Any]) -> Recipe:
         return recipe_model.load(recipe_path)
     if not given:
         raise BadInputError("give --recipe FILE (or -) or criteria flags such as --service eks --accelerator h100")
-    resolved: Recipe = recipe_cmd._resolve(criteria, strict=False)
+    resolved: Recipe = recipe_cmd.resolve_from_flags(criteria, strict=False)
     return resolved
 
 

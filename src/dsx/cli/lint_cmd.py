@@ -50,7 +50,7 @@ def lint(
     given = [f"--{name.removesuffix('_name').removesuffix('_path')}" for name in _CRITERIA_PARAMS if params.get(name)]
     if recipe_path and given:
         raise BadInputError(f"--recipe and criteria flags ({', '.join(given)}) are exclusive")
-    recipe = recipe_model.load(recipe_path) if recipe_path else recipe_cmd._resolve(params, strict=False)
+    recipe = recipe_model.load(recipe_path) if recipe_path else recipe_cmd.resolve_from_flags(params, strict=False)
     report = dsx.lint.lint_recipe(recipe, dsx.lint.default_source(charts_dir, offline=offline))
     cli_output.emit(report.to_dict(), fmt, output, table=lambda _: report.text())
     if fmt.lower() != "table" or output not in (None, "-"):

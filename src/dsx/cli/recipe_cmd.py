@@ -55,7 +55,8 @@ def criteria_options(func: F) -> F:
     return func
 
 
-def _resolve(params: dict[str, Any], strict: bool) -> Any:
+def resolve_from_flags(params: dict[str, Any], strict: bool) -> Any:
+    """The recipe the criteria flags (and --config, --snapshot) ask for; shared by every command taking them."""
     from dsx.recipes import inputs, resolve
 
     flags = {
@@ -104,7 +105,7 @@ def recipe(strict: bool, fmt: str, output: str | None, **params: Any) -> None:
     Example: dsx recipe --service eks --accelerator h100 --os ubuntu --intent training
     --platform kubeflow -o recipe.yaml
     """
-    result = _resolve(params, strict)
+    result = resolve_from_flags(params, strict)
     cli_output.emit(result.to_dict(), fmt, output, table=_components_table)
 
 
@@ -140,7 +141,7 @@ def query(selector: str, recipe_path: str | None, fmt: str, output: str | None, 
             raise BadInputError(f"--recipe replaces criteria; drop {', '.join(given)}")
         resolved = recipe_model.load(recipe_path)
     else:
-        resolved = _resolve(params, strict=False)
+        resolved = resolve_from_flags(params, strict=False)
     value = selector_module.select(selector_module.hydrated(resolved), selector)
     text = selector_module.scalar_text(value)
     if text is not None:
