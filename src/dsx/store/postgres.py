@@ -94,8 +94,12 @@ class PostgresEventStore(sql.SqlEventStore):
 
     @contextlib.contextmanager
     def transaction(self, *, write: bool) -> Iterator[sql.Cursor]:
-        with self._lock, self._errors(), self._connection.transaction(), self._connection.cursor() as cursor:
-            yield _QmarkCursor(cursor)
+        with self._lock, self._errors():
+            if self._connection.broken or self._connection.closed:
+                # the server restarted or dropped us: the failed call was reported, this one reconnects
+                self._connection = self._connect(autocommit=False)
+            with self._connection.transaction(), self._connection.cursor() as cursor:
+                yield _QmarkCursor(cursor)
 
     def serialize(self, cur: sql.Cursor, name: str) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(?)", (_lock_key(name),))
@@ -104,13 +108,18 @@ class PostgresEventStore(sql.SqlEventStore):
         cur.execute("SELECT pg_notify(?, ?)", (CHANNEL, str(sequence)))
 
     def wait_hint(self, timeout_seconds: float) -> None:
-        with self._errors():
-            if self._listener is None:
+        if self._listener is None:
+            with self._errors():
                 self._listener = self._connect(autocommit=True)
                 self._listener.execute(f"LISTEN {CHANNEL}")
-                return  # re-check: an append may have committed before LISTEN took effect
+            return  # re-check: an append may have committed before LISTEN took effect
+        try:
             for _ in self._listener.notifies(timeout=timeout_seconds, stop_after=1):
                 pass
+        except psycopg.Error:
+            # a lost listener is only a lost hint: drop it, let the caller re-check, listen anew next time
+            self._listener.close()
+            self._listener = None
 
     def close(self) -> None:
         with self._lock:
