@@ -29,6 +29,8 @@ from dsx.errors import DsxError, PayloadTooLargeError
 log = logging.getLogger("dsx.sentinel.http")
 
 MAX_BODY_BYTES = security.DEFAULT_MAX_BODY_BYTES
+DISCARD_LIMIT_BYTES = 8 * MAX_BODY_BYTES
+"""A refused body up to this size is read and dropped; a larger one just gets the connection closed."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if int(declared) > MAX_BODY_BYTES:
             self.close_connection = True
+            self._discard(int(declared))
             self._error(
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "PAYLOAD_TOO_LARGE", f"request body over {MAX_BODY_BYTES} bytes"
             )
@@ -117,6 +120,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, "INTERNAL", "internal error; see the sentinel log")
         else:
             self._json(HTTPStatus.ACCEPTED, answer)
+
+    def _discard(self, length: int) -> None:
+        """Read a refused body (up to a bound) so the client sees the 413 rather than a reset."""
+        left = min(length, DISCARD_LIMIT_BYTES)
+        while left > 0:
+            chunk = self.rfile.read(min(left, 65536))
+            if not chunk:
+                return
+            left -= len(chunk)
 
     def _authorized(self) -> bool:
         if self.routes.authenticator.identify(self.headers.get("Authorization")) is not None:

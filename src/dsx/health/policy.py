@@ -8,7 +8,8 @@ touching the cluster or the node states (so the stages after it stay idle: to se
 chain without acting, use `dsx sentinel replay`).
 
 Keys are snake_case like the other `dsx.health/v1alpha1` kinds; units are in the names. Every
-error names the file and the field. The default policy is data:
+error names the file and the field. A section left out takes the shipped defaults (a policy
+without `quarantine.rule_sets` uses the shipped rule sets; `rule_sets: []` means none). The default policy is data:
 `src/dsx/catalog/rules/sentinel-default.yaml`. Reference: docs/sentinel.md.
 """
 
@@ -407,7 +408,12 @@ def _stages(section: _Fields) -> dict[Stage, StageSwitch]:
 
 
 def _quarantine(section: _Fields) -> QuarantineSettings:
-    raw_sets = section.raw.get("rule_sets", [])
+    opt_out = section.section("opt_out_label", ("key", "value"))
+    label = (opt_out.text("key", nodes.DEFAULT_OPT_OUT_LABEL), opt_out.text("value", "false"))
+    if "rule_sets" not in section.raw:
+        shipped = () if section.where == f"{DEFAULT_PATH}.quarantine" else load().quarantine.rule_sets
+        return QuarantineSettings(rule_sets=shipped, opt_out_label=label)
+    raw_sets = section.raw["rule_sets"]
     if not isinstance(raw_sets, list):
         raise BadInputError(f"{section.at('rule_sets')}: expected a list of rule sets")
     rule_sets = [_rule_set(item, f"{section.at('rule_sets')}[{i}]") for i, item in enumerate(raw_sets)]
@@ -415,11 +421,7 @@ def _quarantine(section: _Fields) -> QuarantineSettings:
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise BadInputError(f"{section.at('rule_sets')}: rule set name {duplicate!r} is used twice")
-    opt_out = section.section("opt_out_label", ("key", "value"))
-    return QuarantineSettings(
-        rule_sets=tuple(rule_sets),
-        opt_out_label=(opt_out.text("key", nodes.DEFAULT_OPT_OUT_LABEL), opt_out.text("value", "false")),
-    )
+    return QuarantineSettings(rule_sets=tuple(rule_sets), opt_out_label=label)
 
 
 def _rule_set(item: object, where: str) -> RuleSet:

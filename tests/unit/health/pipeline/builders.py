@@ -234,6 +234,12 @@ class Pipeline:
                 return
         raise AssertionError("the pipeline did not settle")
 
+    def run_first(self, count: int) -> None:
+        """Step only the first `count` stages until they stop (the later ones stay where they are)."""
+        for runner in self.runners[:count]:
+            while runner.step():
+                pass
+
     def feed(self, *events: HealthEvent) -> None:
         self.store.append(list(events))
         self.settle()

@@ -1,0 +1,171 @@
+"""Area of concern: the sentinel's own endpoints and outputs — probes and metrics open, ingestion and
+status behind a bearer token, bad or oversized posts refused with one-line JSON errors, re-sent
+events stored once; Prometheus names and JSON log lines; and the one merge patch per node change
+(guarded by resourceVersion, taints recomputed, nothing written when nothing changes)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from dsx.api import security
+from dsx.controllers import http, kube_nodes, telemetry
+from dsx.health import ingest, pipeline_status
+from dsx.health.inmemory import InMemoryEventStore
+from dsx.health.ports import NodeChange, Taint, TaintEffect
+
+from .builders import gpu_node, xid
+
+TOKEN = "sentinel-test-token-0123456789"
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, InMemoryEventStore, telemetry.SentinelTelemetry]]:
+    store = InMemoryEventStore()
+    metrics = telemetry.SentinelTelemetry()
+    state = {"ready": "starting"}
+
+    def accept(body: bytes) -> dict[str, Any]:
+        appended = store.append(ingest.parse_body(body))
+        created = sum(1 for a in appended if a.created)
+        metrics.events_ingested.labels("http").inc(created)
+        return {"accepted": len(appended), "created": created, "sequences": [a.sequence for a in appended]}
+
+    routes = http.Routes(
+        ready=lambda: state["ready"] or None,
+        metrics=metrics.exposition,
+        status=lambda: pipeline_status.document(store, None),
+        ingest=accept,
+        authenticator=security.TokenAuthenticator(frozenset({security._digest(TOKEN)})),
+    )
+    running = http.SentinelHttpServer(routes, port=0)
+    running.start()
+    base = f"http://127.0.0.1:{running.port}"
+    try:
+        yield base, store, metrics
+        state["ready"] = ""
+    finally:
+        running.stop()
+
+
+def call(url: str, *, body: bytes | None = None, token: str | None = TOKEN) -> tuple[int, bytes]:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_probes_and_metrics_need_no_token(server) -> None:
+    base, _, _ = server
+    assert call(f"{base}/healthz", token=None) == (200, b"ok\n")
+    assert call(f"{base}/readyz", token=None) == (503, b"starting\n")
+    status, text = call(f"{base}/metrics", token=None)
+    assert status == 200 and b"dsx_sentinel_fleet_goodput_ratio" in text
+
+
+def test_ingestion_needs_a_valid_token(server) -> None:
+    base, store, _ = server
+    body = json.dumps(xid().to_dict()).encode()
+    for token in (None, "wrong-token-0123456789"):
+        status, answer = call(f"{base}/v1/events", body=body, token=token)
+        assert status == 401 and json.loads(answer)["error"]["code"] == "UNAUTHORIZED"
+    assert store.last_sequence() == 0
+    assert call(f"{base}/v1/status", token=None)[0] == 401
+
+
+def test_posted_events_are_stored_once_and_counted(server) -> None:
+    base, store, metrics = server
+    body = json.dumps(ingest.to_document([xid("a"), xid("b")])).encode()
+    status, answer = call(f"{base}/v1/events", body=body)
+    assert status == 202 and json.loads(answer) == {"accepted": 2, "created": 2, "sequences": [1, 2]}
+    status, answer = call(f"{base}/v1/events", body=body)
+    assert json.loads(answer)["created"] == 0
+    assert store.last_sequence() == 2
+    assert b'dsx_sentinel_events_ingested_total{source="http"} 2.0' in metrics.exposition()
+    status, answer = call(f"{base}/v1/status")
+    assert status == 200 and json.loads(answer)["last_sequence"] == 2
+
+
+def test_bad_and_oversized_posts_are_refused_with_one_line_errors(server) -> None:
+    base, store, _ = server
+    status, answer = call(f"{base}/v1/events", body=b'{"agent": 1}')
+    error = json.loads(answer)["error"]
+    assert status == 400 and error["code"] == "INVALID_REQUEST", error
+    assert error["message"] == "request body: events[0]: missing required field component_class"
+    status, answer = call(f"{base}/v1/events", body=b"x" * (http.MAX_BODY_BYTES + 1))
+    assert status == 413
+    assert call(f"{base}/v1/nothing")[0] == 404
+    assert store.last_sequence() == 0
+
+
+def test_log_lines_are_json_with_their_extra_fields() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(telemetry.JsonFormatter())
+    logger = logging.getLogger("dsx.sentinel.test-json")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("node %s cordoned", "n1", extra={"node": "n1", "stage": "quarantine"})
+    finally:
+        logger.removeHandler(handler)
+    line = json.loads(stream.getvalue())
+    assert line["message"] == "node n1 cordoned" and line["level"] == "warning"
+    assert line["node"] == "n1" and line["stage"] == "quarantine" and line["time"].endswith("Z")
+
+
+def test_the_observer_feeds_the_metrics() -> None:
+    metrics = telemetry.SentinelTelemetry()
+    metrics.action("quarantine", "quarantine", "n1", {})
+    metrics.fault_to_cordon(0.12)
+    metrics.breaker("tripped", {})
+    metrics.lag({"quarantine": 7, "drain": 3}, 10)
+    text = metrics.exposition().decode()
+    assert 'dsx_sentinel_actions_total{action="quarantine",stage="quarantine"} 1.0' in text
+    assert 'dsx_sentinel_fault_to_cordon_seconds_bucket{le="0.15"} 1.0' in text
+    assert "dsx_sentinel_breaker_tripped 1.0" in text
+    assert 'dsx_sentinel_stage_lag_events{stage="drain"} 7.0' in text
+
+
+def test_one_merge_patch_per_change_guarded_by_resource_version() -> None:
+    node = gpu_node("n1", taints=[{"key": "other.io/x", "effect": "NoSchedule"}])
+    node["metadata"]["resourceVersion"] = "42"
+    change = NodeChange(
+        unschedulable=True,
+        labels={"sentinel.dsx.run/state": "quarantined"},
+        annotations={"sentinel.dsx.run/incident": "7", "gone": None},
+        add_taints=(Taint("sentinel.dsx.run/quarantined", TaintEffect.NO_SCHEDULE, "gpu"),),
+    )
+    assert kube_nodes.merge_patch(node, change) == {
+        "metadata": {
+            "resourceVersion": "42",
+            "labels": {"sentinel.dsx.run/state": "quarantined"},
+            "annotations": {"sentinel.dsx.run/incident": "7", "gone": None},
+        },
+        "spec": {
+            "unschedulable": True,
+            "taints": [
+                {"key": "other.io/x", "effect": "NoSchedule"},
+                {"key": "sentinel.dsx.run/quarantined", "effect": "NoSchedule", "value": "gpu"},
+            ],
+        },
+    }
+    after = change.apply_to(node)
+    assert not change.changes(after)
+    release = NodeChange(unschedulable=False, remove_taints=("sentinel.dsx.run/quarantined",))
+    assert kube_nodes.merge_patch(after, release)["spec"] == {
+        "unschedulable": None,
+        "taints": [{"key": "other.io/x", "effect": "NoSchedule"}],
+    }

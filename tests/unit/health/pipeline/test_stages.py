@@ -1,0 +1,130 @@
+"""Area of concern: the stage runner — a stage sees an event only after the stage before it is done
+with that event, a node's events are handled in order and one batch at a time, different nodes
+are handled in parallel, unfinished events come back later, a failing node does not stop the
+others, and a crashed owner's events are handed to the next owner without being acknowledged twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from dsx.health import stages
+from dsx.health.eventstore import StageOutcome, StageStatus, StoredEvent
+
+from .builders import xid
+
+
+class Recorder:
+    """A stage handler that records what it saw; optionally slow, failing or unfinished per node."""
+
+    def __init__(self, name: str, upstream: str | None = None, *, finish_after: int = 0, fail: str = "") -> None:
+        self.name, self.upstream = name, upstream
+        self.retry_seconds = 0.01
+        self.calls: list[tuple[str, list[int]]] = []
+        self.finish_after = finish_after
+        self.fail = fail
+        self.lock = threading.Lock()
+        self.active = 0
+        self.peak = 0
+        self.delay = 0.0
+
+    def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
+        with self.lock:
+            self.calls.append((node_name, [e.sequence for e in events]))
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            attempts = sum(1 for n, _ in self.calls if n == node_name)
+        try:
+            time.sleep(self.delay)
+            if node_name == self.fail:
+                raise RuntimeError("apiserver unreachable")
+            if attempts <= self.finish_after:
+                return []
+            return [StageOutcome(e.sequence, StageStatus.DONE, {"node": node_name}) for e in events]
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def drive(store, *runners, rounds: int = 200) -> None:
+    """Step until nothing is running, due or done — or `rounds` run out."""
+    for _ in range(rounds):
+        progressed = sum(r.step() for r in runners)
+        if not progressed and not any(r.busy_nodes or r.idle_seconds(1.0) < 1.0 for r in runners):
+            return
+        time.sleep(0.005)
+
+
+def test_a_stage_waits_for_its_upstream_per_event(store) -> None:
+    first, second = Recorder("first"), Recorder("second", upstream="first")
+    store.append([xid("a"), xid("b", "48")])
+    downstream = stages.StageRunner(store, second, owner="t", workers=0)
+    assert downstream.step() == 0  # nothing is done upstream yet
+    upstream = stages.StageRunner(store, first, owner="t", workers=0)
+    upstream.step()
+    downstream.step()
+    assert sorted(second.calls) == [("a", [1]), ("b", [2])]
+    assert store.cursor("second") == 2
+
+
+def test_upstream_records_past_a_blocked_event_let_other_nodes_through(store) -> None:
+    """One node stuck in the upstream stage must not hold back every other node downstream."""
+    store.append([xid("slow"), xid("fast", "48")])
+    store.ack("first", "t", [StageOutcome(2, StageStatus.DONE, {})])  # 1 is still in flight upstream
+    second = Recorder("second", upstream="first")
+    stages.StageRunner(store, second, owner="t", workers=0).step()
+    assert second.calls == [("fast", [2])]
+
+
+def test_a_nodes_events_go_together_in_order_and_nodes_run_in_parallel(store) -> None:
+    handler = Recorder("stage")
+    handler.delay = 0.05
+    store.append([xid(f"n{i % 8}", str(40 + i)) for i in range(32)])
+    runner = stages.StageRunner(store, handler, owner="t", workers=8)
+    try:
+        drive(store, runner)
+    finally:
+        runner.close()
+    by_node = {node: seqs for node, seqs in handler.calls}
+    assert len(handler.calls) == 8
+    assert by_node["n0"] == [1, 9, 17, 25]
+    assert handler.peak > 1
+    assert store.cursor("stage") == 32
+
+
+def test_unfinished_events_come_back_and_a_failing_node_does_not_stop_the_rest(store) -> None:
+    handler = Recorder("stage", finish_after=2, fail="broken")
+    store.append([xid("slow"), xid("broken", "48"), xid("ok", "13")])
+    runner = stages.StageRunner(store, handler, owner="t", workers=2)
+    try:
+        drive(store, runner, rounds=100)
+    finally:
+        runner.close()
+    assert [n for n, _ in handler.calls].count("slow") == 3
+    assert store.stage_record("stage", 1) is not None and store.stage_record("stage", 3) is not None
+    assert store.stage_record("stage", 2) is None  # never acknowledged: offered again after a restart
+    assert runner.errors >= 1
+    assert store.cursor("stage") == 1
+
+
+def test_a_crashed_owners_events_go_to_the_next_owner_once(store, clock) -> None:
+    store.append([xid("a"), xid("b", "48")])
+    assert len(store.claim("stage", "dead", lease_seconds=30)) == 2  # claimed, never acknowledged
+    handler = Recorder("stage")
+    successor = stages.StageRunner(store, handler, owner="next", workers=0)
+    assert successor.step() == 0  # the lease still holds
+    clock.advance(31)
+    successor.step()
+    assert sorted(handler.calls) == [("a", [1]), ("b", [2])]
+    assert successor.step() == 0
+    assert len(handler.calls) == 2
+
+
+def test_the_waker_wakes_a_waiting_loop_at_once() -> None:
+    waker = stages.Waker()
+    seen = waker.generation
+    started = time.monotonic()
+    threading.Timer(0.05, waker.poke).start()
+    waker.wait(seen, 5.0)
+    assert time.monotonic() - started < 2.0

@@ -1,0 +1,148 @@
+"""Area of concern: validation requests — a GPU node that joins is tainted and certified (node-level
+plus a group test beside known-good peers) before the taint comes off; a failed one stays held
+with the reason; `dsx diff` drift names the nodes to re-validate; at most M certify at once;
+requests interrupted by a restart run again; re-certification of repaired nodes goes through
+the same queue and fails closed when a new fault arrives after the repair."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from dsx.health import nodes, validation_requests
+from dsx.health.eventstore import ValidationStatus
+from dsx.health.policy import PIPELINE, Stage
+from dsx.health.validation_requests import JoiningNodes, ValidationKind, ValidationRunner
+from dsx.model.health import NodeState
+
+from .builders import FakeRecertifier, Pipeline, cluster, gpu_node, policy_with, xid
+
+TAINT = "sentinel.dsx.run/not-yet-certified"
+
+
+def joined(name: str, created: str = "2026-11-29T13:00:00Z", **labels: str) -> dict:
+    node = gpu_node(name, labels=labels)
+    node["metadata"]["creationTimestamp"] = created
+    return node
+
+
+def test_a_joining_gpu_node_is_held_until_it_passes_with_known_good_peers(store, clock, observer) -> None:
+    fleet = cluster(["n1", "n2", "n3"])
+    fleet.add_node(joined("new"))
+    chosen = policy_with(Stage.VALIDATION)
+    watch = JoiningNodes(store, fleet, chosen, observer, clock=clock)
+    certifier = FakeRecertifier()
+    runner = ValidationRunner(store, fleet, chosen, certifier, observer, workers=0)
+
+    assert [watch.observe(n) for n in fleet.list_nodes()] == [False, False, False, True]
+    assert nodes.has_taint(fleet.get_node("new"), TAINT)
+    assert watch.observe(fleet.get_node("new")) is False  # already held: no second request
+    runner.step()
+
+    (asked,) = certifier.requests
+    assert asked.node_name == "new" and asked.peers == ("n1",)
+    assert asked.categories == ("nccl-loopback", "training") and asked.group_categories == ("nccl-all-reduce",)
+    node = fleet.get_node("new")
+    assert not nodes.has_taint(node, TAINT)
+    assert nodes.labels_of(node)["sentinel.dsx.run/certified"] == "true"
+    assert [r.status for r in store.validation_requests()] == [ValidationStatus.PASSED]
+
+
+def test_nodes_that_existed_before_the_watch_or_are_not_gpu_nodes_are_left_alone(store, clock, observer) -> None:
+    fleet = cluster(["old"])
+    cpu = joined("cpu")
+    del cpu["metadata"]["labels"]["nvidia.com/gpu.present"]
+    fleet.add_node(cpu)
+    watch = JoiningNodes(store, fleet, policy_with(Stage.VALIDATION), observer, clock=clock)
+    assert not any(watch.observe(n) for n in fleet.list_nodes())
+    assert store.validation_requests() == []
+
+
+def test_a_node_that_fails_validation_stays_held_with_the_reason(store, clock, observer) -> None:
+    fleet = cluster(["n1"])
+    fleet.add_node(joined("new"))
+    chosen = policy_with(Stage.VALIDATION)
+    JoiningNodes(store, fleet, chosen, observer, clock=clock).observe(fleet.get_node("new"))
+    ValidationRunner(
+        store, fleet, chosen, FakeRecertifier({"new": "nccl-all-reduce: ThresholdViolation"}), observer, workers=0
+    ).step()
+    node = fleet.get_node("new")
+    assert nodes.has_taint(node, TAINT)
+    assert "ThresholdViolation" in nodes.annotations_of(node)["sentinel.dsx.run/validation"]
+    assert store.validation_requests()[0].detail == "nccl-all-reduce: ThresholdViolation"
+
+
+def test_dry_run_holds_nothing(store, clock, observer) -> None:
+    fleet = cluster(["n1"])
+    fleet.add_node(joined("new"))
+    chosen = policy_with(Stage.VALIDATION).with_overrides(dry_run=True)
+    assert JoiningNodes(store, fleet, chosen, observer, clock=clock).observe(fleet.get_node("new")) is False
+    assert fleet.writes() == [] and store.validation_requests() == []
+
+
+def test_drift_names_the_nodes_to_revalidate() -> None:
+    report = {
+        "kind": "DriftReport",
+        "changes": [
+            {"kind": "node", "subject": "n2", "path": "labels.nvidia.com/cuda.driver.major"},
+            {"kind": "node-added", "subject": "n9"},
+            {"kind": "node", "subject": "cpu-1", "path": "labels.x"},
+        ],
+    }
+    assert validation_requests.nodes_from_drift(report, ["n1", "n2", "n9"]) == {
+        "n2": "node n2 labels.nvidia.com/cuda.driver.major",
+        "n9": "node-added n9",
+    }
+    fleet_wide = {"changes": [{"kind": "version", "subject": "gpu-operator", "path": "version"}]}
+    assert sorted(validation_requests.nodes_from_drift(fleet_wide, ["n1", "n2"])) == ["n1", "n2"]
+    assert validation_requests.nodes_from_drift({"changes": []}, ["n1"]) == {}
+
+
+def test_at_most_m_nodes_certify_at_once_and_interrupted_requests_run_again(store, clock, observer) -> None:
+    fleet = cluster([f"n{i}" for i in range(5)])
+    chosen = policy_with(Stage.VALIDATION)
+    chosen = dataclasses.replace(chosen, certification=dataclasses.replace(chosen.certification, max_running=2))
+    for i in range(5):
+        store.request_validation(f"n{i}", validation_requests.reason(ValidationKind.DRIFT, "driver 580 → 590"))
+    running = store.start_validations(2)  # a sentinel that died with two requests running
+    assert [r.node_name for r in running] == ["n0", "n1"]
+    assert store.start_validations(2) == []  # the limit holds across callers
+
+    certifier = FakeRecertifier()
+    runner = ValidationRunner(store, fleet, chosen, certifier, observer, workers=0)
+    # the restarted runner first resumes the two interrupted ones, then starts at most two at a time
+    steps = []
+    for _ in range(4):
+        runner.step()
+        steps.append([r.node_name for r in certifier.requests])
+    full = ["n0", "n1", "n2", "n3", "n4"]
+    assert steps == [["n0", "n1"], ["n0", "n1", "n2", "n3"], full, full]
+    assert {r.status for r in store.validation_requests()} == {ValidationStatus.PASSED}
+
+
+def test_a_fault_arriving_after_the_repair_fails_the_gate(store, clock, observer) -> None:
+    fleet = cluster()
+    pipeline = Pipeline(store, fleet, policy_with(*PIPELINE), clock, observer)
+    store.append([xid("n1")])
+    pipeline.run_first(3)
+    assert store.node_state("n1").state is NodeState.RECERTIFYING
+    store.append([xid("n1", "48", pci="0000:3c:00.0", at=timedelta(minutes=5))])
+    pipeline.settle()
+    status = store.node_state("n1")
+    assert status.state is NodeState.FAILED
+    assert "a new fault arrived after the repair: KernelLogXid 48" in status.reason
+    assert nodes.unschedulable(fleet.get_node("n1"))
+    assert pipeline.recertifier.requests == []
+
+
+def test_recertification_waits_for_its_request_and_is_visible_meanwhile(store, clock, observer) -> None:
+    fleet = cluster()
+    pipeline = Pipeline(store, fleet, policy_with(*PIPELINE), clock, observer)
+    store.append([xid("n1")])
+    pipeline.run_first(4)
+    (request,) = store.validation_requests()
+    assert request.status is ValidationStatus.PENDING and request.reason == "recertify: incident 1"
+    assert "pending (request 1)" in nodes.annotations_of(fleet.get_node("n1"))["sentinel.dsx.run/recertification"]
+    assert nodes.unschedulable(fleet.get_node("n1"))
+    pipeline.settle()
+    assert store.node_state("n1").state is NodeState.HEALTHY
