@@ -202,7 +202,6 @@ def _duration(seconds: float) -> str:
 
 _RULE_KEYS = ("name", "description", "check_names", "match", "group_by", "window_seconds", "threshold", "emit")
 _OPTIONAL_KEYS = ("description", "check_names")
-_TEMPLATE_TIME = "1970-01-01T00:00:00Z"
 
 
 def load_rules(path: str | Path = RULES_PATH) -> list[AnalyzerRule]:
@@ -256,17 +255,7 @@ def _rule(item: object, where: str) -> AnalyzerRule:
     emit = item["emit"]
     if not isinstance(emit, Mapping):
         raise BadInputError(f"{where}.emit: expected a mapping of HealthEvent fields")
-    template = HealthEvent.from_dict(
-        {
-            "agent": AGENT,
-            "node_name": "template",
-            "generated_at": _TEMPLATE_TIME,
-            "is_healthy": False,
-            "check_name": name,
-            **emit,
-        },
-        source=f"{where}.emit",
-    )
+    template = HealthEvent.template({"check_name": name, **emit}, agent=AGENT, source=f"{where}.emit")
     return AnalyzerRule(
         name=name,
         description=str(item.get("description", "")),

@@ -208,6 +208,21 @@ class HealthEvent:
         return {**self.content(), "idempotency_key": self.idempotency_key}
 
     @classmethod
+    def template(cls, fields: Mapping[str, Any], *, agent: str, source: str) -> HealthEvent:
+        """An unhealthy event from the fields a rule file gives (validated like `from_dict`).
+
+        Node and time are placeholders (`template`, the epoch) for the caller to replace with
+        `dataclasses.replace` each time the rule produces an event.
+        """
+        defaults = {
+            "agent": agent,
+            "node_name": "template",
+            "generated_at": "1970-01-01T00:00:00Z",
+            "is_healthy": False,
+        }
+        return cls.from_dict({**defaults, **fields}, source=source)
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "HealthEvent") -> HealthEvent:
         """Parse and validate; every error names `source` and the field. Unknown fields are refused."""
         return _parse_event(data, source)

@@ -156,16 +156,8 @@ def _policy(item: object, where: str) -> NodePolicy | None:
     metadata = event.get("metadata", {})
     if not isinstance(metadata, Mapping):
         raise BadInputError(f"{where}.event.metadata: expected a mapping of strings to strings")
-    template = HealthEvent.from_dict(
-        {
-            "agent": AGENT,
-            "node_name": "template",
-            "generated_at": "1970-01-01T00:00:00Z",
-            "is_healthy": False,
-            **event,
-            "metadata": {**metadata, "policy": name},
-        },
-        source=f"{where}.event",
+    template = HealthEvent.template(
+        {**event, "metadata": {**metadata, "policy": name}}, agent=AGENT, source=f"{where}.event"
     )
     program = cel.compile_expression(predicate, VARIABLES, origin=f"{where}.predicate")
     if not enabled:
