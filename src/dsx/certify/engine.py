@@ -9,7 +9,12 @@ be narrowed down inherit the group's failure. A node passes when it passed every
 On executors that calibrate (local CPU), thresholds compare against a reference measured on
 this machine with the same workload shape (same category, same number of ranks) on no node
 in particular, so no fault injection applies: twice, keeping the worse value, so a lucky fast
-reference does not make healthy groups fail.
+reference does not make healthy groups fail. A `calibration.Calibration` passed in supplies
+references measured before and keeps the new ones.
+
+Programmatic use (the sentinel's re-certification gate, the validate performance phase, the
+demo): build a `model.Certification` (or `node_certification(node)` for one node), hand it
+to `certify` with an executor, read `CertificationResult` or `reports.document(result)`.
 """
 
 from __future__ import annotations
@@ -20,13 +25,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dsx.certify import catalog, grouping, isolation, measure, thresholds
+from dsx.certify import calibration, catalog, grouping, isolation, measure, thresholds
 from dsx.certify.executor import Executor, Purpose, WorkloadRun
 from dsx.errors import BadInputError, UnavailableError
 from dsx.model import certification as model
 
 LOWER_IS_BETTER = frozenset({model.Metric.AVG_STEP_TIME_SECONDS})
 CALIBRATION_RUNS = 2
+NODE_CATEGORIES = ("nccl-loopback", "training")
+"""What proves one node on its own: all-reduce across its GPUs and a short training job on them."""
 
 
 @dataclass(frozen=True)
@@ -113,12 +120,40 @@ class _Clock:
         return statistics.median(self.durations) * remaining_runs
 
 
+def node_certification(
+    node: str,
+    *,
+    ranks_per_node: int = 2,
+    timeouts: model.Timeouts | None = None,
+    categories: Sequence[str] = NODE_CATEGORIES,
+) -> model.Certification:
+    """A certification of one node alone: every category at intra-node scale, no isolation.
+
+    `ranks_per_node` is the node's GPU count on a cluster; locally 2 ranks give the loopback
+    and the training job something to exchange.
+    """
+    return model.Certification(
+        name=f"node-{node}",
+        target=model.Target(node_names=(node,)),
+        categories=tuple(model.CategoryRequest(name, scale=model.Scale.INTRA_NODE) for name in categories),
+        timeouts=timeouts or model.Timeouts(),
+        ranks_per_node=ranks_per_node,
+        isolate=False,
+    )
+
+
 def certify(
     spec: model.Certification,
     executor: Executor,
     *,
     progress: Progress | None = None,
+    calibration: calibration.Calibration | None = None,
 ) -> CertificationResult:
+    """Run every category of `spec` on `executor`'s eligible nodes; never raises for a failed node.
+
+    BadInputError when no node is eligible or a category is unknown (NotFoundError); the
+    executor's own errors (UnavailableError: no torch, no cluster) pass through.
+    """
     started = time.monotonic()
     names = [c.name for c in spec.categories] or ["nccl-all-reduce"]
     categories = [catalog.get(name) for name in names]
@@ -129,7 +164,7 @@ def certify(
     accelerator = spec.accelerator or plan.architecture
     results = []
     for category in categories:
-        runner = _CategoryRunner(spec, executor, category, plan, accelerator, progress or (lambda _: None))
+        runner = _CategoryRunner(spec, executor, category, plan, accelerator, progress or (lambda _: None), calibration)
         results.append(runner.run())
     verdicts = _merge(plan, results)
     return CertificationResult(
@@ -165,9 +200,11 @@ class _CategoryRunner:
         plan: grouping.Eligibility,
         accelerator: str,
         progress: Progress,
+        stored: calibration.Calibration | None = None,
     ) -> None:
         self.spec, self.executor, self.category, self.plan = spec, executor, category, plan
         self.progress = progress
+        self.stored = stored
         self.scale = spec.scale_for(category.name) or category.scale
         context = thresholds.Context(accelerator, spec.interconnect, self.scale, local=executor.calibrates)
         self.applied = thresholds.select(category, context, spec.thresholds_for(category.name))
@@ -267,11 +304,11 @@ class _CategoryRunner:
     def _judge(
         self, groups: Sequence[tuple[str, ...]], purpose: Purpose, names: Sequence[str]
     ) -> list[measure.Judgement]:
+        references = [self._reference(len(nodes) * self.spec.ranks_per_node) for nodes in groups]
         runs = [
-            self._workload(f"{self.category.name}/{name}", nodes, purpose)
-            for name, nodes in zip(names, groups, strict=True)
+            self._workload(f"{self.category.name}/{name}", nodes, purpose, reference or {})
+            for name, nodes, reference in zip(names, groups, references, strict=True)
         ]
-        references = [self._reference(r.world_size) for r in runs]
         outcomes = self.executor.run(runs)
         self.runs += len(runs)
         out = []
@@ -280,7 +317,9 @@ class _CategoryRunner:
             out.append(measure.judge(outcome, self.applied, reference))
         return out
 
-    def _workload(self, name: str, nodes: Sequence[str], purpose: Purpose) -> WorkloadRun:
+    def _workload(
+        self, name: str, nodes: Sequence[str], purpose: Purpose, reference: Mapping[model.Metric, float] | None = None
+    ) -> WorkloadRun:
         return WorkloadRun(
             name=name,
             category=self.category,
@@ -288,6 +327,7 @@ class _CategoryRunner:
             ranks_per_node=self.spec.ranks_per_node,
             timeouts=self.spec.timeouts,
             purpose=purpose,
+            reference=dict(reference or {}),
         )
 
     def _reference(self, world_size: int) -> dict[model.Metric, float] | None:
@@ -295,6 +335,10 @@ class _CategoryRunner:
             return None
         if world_size in self.references:
             return self.references[world_size]
+        known = self.stored.get(self.category, world_size) if self.stored is not None else None
+        if known is not None:
+            self.references[world_size] = known
+            return known
         nodes = world_size // self.spec.ranks_per_node
         names = tuple(f"calibration-{i}" for i in range(nodes))
         runs = [
@@ -315,6 +359,8 @@ class _CategoryRunner:
                 values.setdefault(metric, []).append(value)
         reference = {m: (max(v) if m in LOWER_IS_BETTER else min(v)) for m, v in values.items()}
         self.references[world_size] = reference
+        if self.stored is not None:
+            self.stored.put(self.category, world_size, reference)
         return reference
 
     def _tell(self, message: str) -> None:

@@ -39,6 +39,9 @@ class WorkloadRun:
     ranks_per_node: int
     timeouts: model.Timeouts
     purpose: Purpose = Purpose.GROUP
+    reference: Mapping[model.Metric, float] = field(default_factory=dict)
+    """The calibrated values of this run's shape (executors that calibrate); the local fault
+    model throttles a slow node against them, so the judge's own yardstick sets the slowdown."""
 
     @property
     def world_size(self) -> int:

@@ -48,6 +48,12 @@ def certify() -> None:
 @click.option("--stall-timeout-seconds", type=click.FloatRange(min=1), help="Silence after which a run counts as hung.")
 @click.option("--no-isolate", is_flag=True, help="Do not search failed groups for the bad nodes.")
 @click.option(
+    "--calibration",
+    "calibration_path",
+    type=click.Path(dir_okay=False),
+    help="Local: reuse the references kept in this file and add the ones measured now (machine-specific).",
+)
+@click.option(
     "--output",
     "json_path",
     type=click.Path(dir_okay=False),
@@ -60,15 +66,15 @@ def certify() -> None:
     "--html",
     "html_path",
     type=click.Path(dir_okay=False),
-    default="report.html",
-    show_default=True,
-    help="HTML report.",
+    help="HTML report. Default: beside the JSON report, with .html (report.html).",
 )
 @click.option("--quiet", is_flag=True, help="No live progress on stderr.")
 def run(**options: Any) -> None:
     """Certify nodes: run each category over node groups, judge, isolate faults, report."""
     from dataclasses import replace
+    from pathlib import Path
 
+    from dsx import serialization
     from dsx.certify import engine, reports
     from dsx.cli import output
     from dsx.cli.main import run_result
@@ -89,18 +95,37 @@ def run(**options: Any) -> None:
     injections = tuple(model.FaultInjection.parse(text) for text in options["injections"])
     spec = replace(spec, injections=injections)
     progress = _Progress(enabled=not options["quiet"])
-    with LocalExecutor(count, injections=injections) as executor:
-        result = engine.certify(spec, executor, progress=progress)
+    stored = _load_calibration(options["calibration_path"])
+    try:
+        with LocalExecutor(count, injections=injections) as executor:
+            result = engine.certify(spec, executor, progress=progress, calibration=stored)
+    finally:
+        if stored is not None and stored.references:
+            output.write(serialization.dump_json(stored.to_dict()), options["calibration_path"])
     progress.done()
     document = reports.document(result)
     output.write(reports.to_json(document), options["json_path"])
-    if options["html_path"]:
-        output.write(reports.html(document), options["html_path"])
+    html_path = options["html_path"] or str(Path(options["json_path"]).with_suffix(".html"))
+    output.write(reports.html(document), html_path)
     if options["junit_path"]:
         output.write(reports.junit(document), options["junit_path"])
     sys.stdout.write(reports.summary(document))
     sys.stdout.flush()
     run_result(0 if result.result is model.Result.PASSED else 1)
+
+
+def _load_calibration(path: str | None) -> Any:
+    """The calibration file's references, an empty store when the file does not exist yet, None without a path."""
+    if not path:
+        return None
+    from pathlib import Path
+
+    from dsx import serialization
+    from dsx.certify import calibration
+
+    if not Path(path).exists():
+        return calibration.Calibration()
+    return calibration.Calibration.from_dict(serialization.load_mapping_file(path), source=path)
 
 
 def _spec(options: dict[str, Any]) -> Any:

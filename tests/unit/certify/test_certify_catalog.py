@@ -56,7 +56,7 @@ def test_override_wins_and_local_rules_apply_to_local_runs() -> None:
     local = thresholds.Context(scale=model.Scale.FULL_SCALE, local=True)
     assert (
         thresholds.select(category, local, {})[model.Metric.BUS_BANDWIDTH_GBPS].expression
-        == "value >= 0.35 * reference"
+        == "value >= 0.25 * reference"
     )
     chosen = thresholds.select(category, local, {model.Metric.BUS_BANDWIDTH_GBPS: "value >= 1.0"})
     assert chosen[model.Metric.BUS_BANDWIDTH_GBPS].source == "override"

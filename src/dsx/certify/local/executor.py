@@ -33,8 +33,9 @@ from dsx.certify.executor import Purpose, RunOutcome, WorkloadRun
 from dsx.errors import BadInputError, UnavailableError
 from dsx.model import certification as model
 
-SLOW_FACTOR = 10.0
-"""A slow node's link runs at 1/10 of its rate: far outside the noise of a shared 2-core box."""
+SLOW_FACTOR = 5.0
+"""A slow node's link runs at 1/5 of the calibrated rate, below the local floor of 1/4 of it
+whatever the load: the cap and the threshold share one reference (see worker.py)."""
 
 
 SERVER_START_SECONDS = 180.0
@@ -108,7 +109,7 @@ class LocalExecutor:
             for local_rank in range(run.ranks_per_node):
                 rank = index * run.ranks_per_node + local_rank
                 log = folder / f"rank-{rank}.log"
-                env = {
+                env: dict[str, object] = {
                     "RANK": rank,
                     "WORLD_SIZE": run.world_size,
                     "LOCAL_RANK": local_rank,
@@ -117,9 +118,8 @@ class LocalExecutor:
                     "MASTER_PORT": port,
                     "GLOO_SOCKET_IFNAME": "lo",
                     "DSX_NODE_NAME": node,
-                    "DSX_SLOW_FACTOR": self._slow_factor,
-                    "DSX_FAULT": self._faults.get(node, "") if run.purpose is not Purpose.CALIBRATION else "",
                 }
+                env.update(self._fault_env(run, node, folder / f"rank-{rank}.progress"))
                 ident = f"{self._sequence}/{rank}"
                 server.start(ident, argv, env, log)
                 ranks.append((ident, node, log))
@@ -130,7 +130,7 @@ class LocalExecutor:
         while not server.all_exited(idents):
             time.sleep(0.05)
             now = time.monotonic()
-            size = sum(_size(log) for _, _, log in ranks)
+            size = sum(_size(log) + _size(log.with_suffix(".progress")) for _, _, log in ranks)
             if size != last_size:
                 last_output, last_size = now, size
             if now - started > run.timeouts.run_timeout_seconds:
@@ -158,6 +158,22 @@ class LocalExecutor:
             stalled=stalled,
             duration_seconds=duration,
         )
+
+    def _fault_env(self, run: WorkloadRun, node: str, progress: Path) -> dict[str, object]:
+        """Progress file, and the node's injected fault (never in calibration runs)."""
+        env: dict[str, object] = {"DSX_PROGRESS_FILE": progress, "DSX_SLOW_FACTOR": self._slow_factor}
+        fault = self._faults.get(node) if run.purpose is not Purpose.CALIBRATION else None
+        if fault is None:
+            return env
+        env["DSX_FAULT"] = fault.value
+        if fault is model.FaultKind.SLOW:
+            algbw = run.reference.get(model.Metric.ALG_BANDWIDTH_GBPS)
+            step = run.reference.get(model.Metric.AVG_STEP_TIME_SECONDS)
+            if algbw:
+                env["DSX_SLOW_ALGBW_GBPS"] = repr(algbw / self._slow_factor)
+            if step:
+                env["DSX_SLOW_STEP_SECONDS"] = repr(step * self._slow_factor)
+        return env
 
     def _ensure_server(self) -> _ForkServer:
         if self._server is None:

@@ -10,11 +10,17 @@ node's log carries its own step times).
 CPU, so the server imports it once and forks one child per rank; each child is a real
 process with its own exit code, logs and rendezvous, killed on its own when it hangs.
 
-Injected faults (DSX_FAULT) act inside the ranks of the faulty node: `slow` stretches every
-timed operation to `slow_factor` times its duration (the node's link runs at 1/slow_factor of
-its rate, whatever this machine's speed), `hang` stalls after the first result, `crash` exits
-134 after the first result, `corrupt` perturbs the node's received data so validation counts
-wrong elements (training: its parameter replica drifts).
+Injected faults (DSX_FAULT) act inside the ranks of the faulty node: `slow` throttles the
+node's link to a fixed fraction of this machine's calibrated rate (DSX_SLOW_ALGBW_GBPS caps
+each timed operation's algorithm bandwidth, DSX_SLOW_STEP_SECONDS floors each training
+step; without them every timed operation is stretched to `slow_factor` times its duration),
+`hang` stalls after the first result, `crash` exits 134 after the first result, `corrupt`
+perturbs the node's received data so validation counts wrong elements (training: its
+parameter replica drifts). A cap taken from the same reference the judge uses keeps a slow
+node below its threshold whatever the load on a shared machine does to the run.
+
+Every rank appends a byte to DSX_PROGRESS_FILE after each operation or step, so the
+executor can tell a rank blocked in a collective from one that is merely between rows.
 
 torch is imported here only, lazily (DEVELOPERS.md: the collectives extra is optional).
 """
@@ -71,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--hidden-size", type=int, default=256)
     run_parser.add_argument("--layers", type=int, default=3)
     run_parser.add_argument("--micro-batch-size", type=int, default=16)
-    run_parser.add_argument("--slow-factor", type=float, default=float(os.environ.get("DSX_SLOW_FACTOR", "10")))
+    run_parser.add_argument("--slow-factor", type=float, default=float(os.environ.get("DSX_SLOW_FACTOR", "5")))
     run_parser.add_argument(
         "--timeout-seconds", type=float, default=float(os.environ.get("DSX_TIMEOUT_SECONDS", "600"))
     )
@@ -91,6 +97,23 @@ class _Rank:
         self.node = os.environ.get("DSX_NODE_NAME") or socket.gethostname()
         fault = os.environ.get("DSX_FAULT", "")
         self.fault = FaultKind(fault) if fault else None
+        self.slow_algbw_gbps = _positive_env("DSX_SLOW_ALGBW_GBPS")
+        self.slow_step_seconds = _positive_env("DSX_SLOW_STEP_SECONDS")
+        progress = os.environ.get("DSX_PROGRESS_FILE", "")
+        self._progress = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if progress else None
+
+    def progress(self) -> None:
+        """One operation or step done: what tells a working rank from a hung one."""
+        if self._progress is not None:
+            os.write(self._progress, b".")
+
+    def throttle(self, elapsed_seconds: float, floor_seconds: float | None, slow_factor: float) -> None:
+        """On a slow node, make this operation last at least `floor_seconds` (else slow_factor × it)."""
+        if self.fault is not FaultKind.SLOW:
+            return
+        wanted = floor_seconds if floor_seconds is not None else elapsed_seconds * slow_factor
+        if wanted > elapsed_seconds:
+            time.sleep(wanted - elapsed_seconds)
 
     def say(self, message: str) -> None:
         """A line on stderr naming the rank and node, like a launcher prefix would."""
@@ -153,25 +176,26 @@ def _backend(torch: Any, me: _Rank) -> tuple[str, Any]:
 
 def _collective_sweep(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any, device: Any) -> None:
     collective = Collective(args.collective)
-    binary = f"{collective.value}_perf"
     dtype = _dtype(torch, args.data_type)
     type_size = collectives.TYPE_SIZES[args.data_type]
     ranks: list[Any] = [None] * me.world
     dist.all_gather_object(ranks, (me.rank, os.getpid(), me.node, f"{device.type} ({dist.get_backend()})"))
+    me.progress()
     if me.rank == 0:
-        head = [
-            f"# Collective test starting: {binary}",
-            f"# nThread 1 nGpus 1 minBytes {args.min_bytes} maxBytes {args.max_bytes} step: {args.step_factor}(factor) "
-            f"warmup iters: {args.warmup_iters} iters: {args.iters} agg iters: 1 validation: 1 graph: 0",
-            "#",
-            "# Using devices",
+        devices = [
+            nccl.RankDevice(rank=rank, host=host, pid=pid, device=0, bus_id="0x00", name=name)
+            for rank, pid, host, name in ranks
         ]
-        for rank, pid, host, name in ranks:
-            head.append(
-                nccl.format_device(nccl.RankDevice(rank=rank, host=host, pid=pid, device=0, bus_id="0x00", name=name))
-            )
-        table_head = nccl.format_table([]).splitlines()[:4]  # label, header and units lines
-        _emit("\n".join(head + table_head) + "\n")
+        preamble = nccl.format_preamble(
+            collective.value,
+            min_bytes=args.min_bytes,
+            max_bytes=args.max_bytes,
+            devices=devices,
+            step_factor=args.step_factor,
+            warmup_iterations=args.warmup_iters,
+            iterations=args.iters,
+        )
+        _emit(preamble + nccl.format_table_head())
     rows: list[nccl.ResultRow] = []
     size = args.min_bytes
     while size <= args.max_bytes:
@@ -183,7 +207,8 @@ def _collective_sweep(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any
         times, wrongs = [], []
         for in_place in (False, True):
             op = _Operation(collective, count, dtype, me, torch, dist, device, in_place)
-            times.append(op.time(args.iters, args.warmup_iters, args.slow_factor) * 1e6)
+            floor = moved / (me.slow_algbw_gbps * 1e9) if me.slow_algbw_gbps else None
+            times.append(op.time(args.iters, args.warmup_iters, floor, args.slow_factor) * 1e6)
             wrong = op.validate()
             wrongs.append(None if in_place and collective is Collective.ALLTOALL else wrong)  # nccl-tests: N/A
         row = nccl.measure_row(
@@ -205,8 +230,7 @@ def _collective_sweep(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any
         me.fault_point()
         size *= args.step_factor
     if me.rank == 0:
-        footer = nccl.format_table(rows).splitlines()[-3:]  # out-of-bounds, average, closing "#"
-        _emit("\n".join(footer) + f"\n# Collective test concluded: {binary}\n")
+        _emit(nccl.format_footer(rows) + nccl.format_conclusion(collective.value))
 
 
 def _emit(text: str) -> None:
@@ -272,10 +296,11 @@ class _Operation:
             dist.all_to_all_single(self.recv, self.send if not self.in_place else self.send.clone())
         del torch
 
-    def time(self, iterations: int, warmup: int, slow_factor: float) -> float:
+    def time(self, iterations: int, warmup: int, floor_seconds: float | None, slow_factor: float) -> float:
         """Seconds per operation: the slowest rank's mean, as every rank waits for it."""
         for _ in range(warmup):
             self._once()
+            self.me.progress()
         self._sync()
         self.dist.barrier()
         total = 0.0
@@ -283,10 +308,9 @@ class _Operation:
             start = time.perf_counter()
             self._once()
             self._sync()
-            elapsed = time.perf_counter() - start
-            if self.me.fault is FaultKind.SLOW:
-                time.sleep(elapsed * (slow_factor - 1.0))
+            self.me.throttle(time.perf_counter() - start, floor_seconds, slow_factor)
             total += time.perf_counter() - start
+            self.me.progress()
         slowest = self.torch.tensor([total / iterations], dtype=self.torch.float64, device=self.device)
         self.dist.all_reduce(slowest, op=self.dist.ReduceOp.MAX)
         return float(slowest.item())
@@ -309,26 +333,27 @@ class _Operation:
             [int((result.to(torch.float64) != expected).sum().item())], dtype=torch.int64, device=self.device
         )
         self.dist.all_reduce(wrong)
+        self.me.progress()
         return int(wrong.item())
 
     def _expected(self, n: int) -> Any:
+        """What a correct collective leaves here; sums come from a 7-entry table (the pattern's period)."""
         torch, c, count = self.torch, self.collective, self.count
-
-        def pattern(length: int, rank: int, offset: int = 0) -> Any:
-            return ((torch.arange(length, dtype=torch.int64, device=self.device) + offset + rank + 1) % 7).to(
-                torch.float64
-            )
-
+        index = torch.arange(count, dtype=torch.int64, device=self.device)
+        offset = self.me.rank * count
+        sums = torch.tensor(
+            [float(sum((k + r + 1) % 7 for r in range(n))) for k in range(7)], dtype=torch.float64, device=self.device
+        )
         if c is Collective.ALL_REDUCE:
-            return sum(pattern(count, r) for r in range(n))
-        if c is Collective.BROADCAST:
-            return pattern(count, 0)
-        if c is Collective.ALL_GATHER:
-            return torch.cat([pattern(count, r) for r in range(n)])
+            return sums[index % 7]
         if c is Collective.REDUCE_SCATTER:
-            return sum(pattern(count, r, self.me.rank * count) for r in range(n))
+            return sums[(index + offset) % 7]
+        if c is Collective.BROADCAST:
+            return ((index + 1) % 7).to(torch.float64)
+        if c is Collective.ALL_GATHER:
+            return torch.cat([(index + r + 1) % 7 for r in range(n)]).to(torch.float64)
         # all-to-all: chunk j of the output is chunk `rank` of rank j's input
-        return torch.cat([pattern(count, j, self.me.rank * count) for j in range(n)])
+        return torch.cat([(index + offset + j + 1) % 7 for j in range(n)]).to(torch.float64)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -372,6 +397,7 @@ def _train(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any, device: A
         f"tensor-model-parallel size: 1, pipeline-model-parallel size: 1"
     )
     window: list[float] = []
+    me.progress()
     for step in range(1, args.steps + 1):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
@@ -380,9 +406,8 @@ def _train(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any, device: A
         optimizer.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        elapsed = time.perf_counter() - start
-        if me.fault is FaultKind.SLOW:
-            time.sleep(elapsed * (args.slow_factor - 1.0))
+        me.throttle(time.perf_counter() - start, me.slow_step_seconds, args.slow_factor)
+        me.progress()
         if me.fault is FaultKind.CORRUPT:
             with torch.no_grad():
                 next(net.parameters()).view(-1)[0] += 1.0
@@ -467,7 +492,8 @@ def serve() -> int:
                 code = os.waitstatus_to_exitcode(status)
                 out.write(json.dumps({"id": ident, "exit": code}) + "\n")
                 out.flush()
-    return 0
+    out.flush()
+    os._exit(0)  # tearing down an interpreter that imported torch takes seconds; nothing is left to clean
 
 
 def _fork_rank(request: dict[str, Any]) -> int:
@@ -496,6 +522,11 @@ def _fork_rank(request: dict[str, Any]) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _positive_env(name: str) -> float | None:
+    text = os.environ.get(name, "")
+    return float(text) if text and float(text) > 0 else None
 
 
 def _kill(pid: int) -> None:
