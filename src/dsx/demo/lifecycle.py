@@ -79,7 +79,6 @@ class Artifact:
     KEY_PREFIX = "keys/demo"
     VALIDATION = "validation/report.json"
     VALIDATION_JUNIT = "validation/report.xml"
-    VALIDATION_ATTESTATION = "validation/report.sigstore.json"
     CERTIFICATION = "certification/report.json"
     CERTIFICATION_HTML = "certification/report.html"
     TIMELINE = "timeline.json"
@@ -290,12 +289,11 @@ class Demo:
         recipe_copy = report_file.with_name("report.recipe.yaml")
         shutil.copyfile(self.path(Artifact.RECIPE), recipe_copy)
         subjects = {"recipe": recipe_copy, "snapshot": snapshot_file, "report": report_file}
-        for sidecar, text in attestation.attest(
-            report_file, subjects, report, snap, self.signer, validator=VALIDATOR
-        ).items():
+        sidecars = attestation.attest(report_file, subjects, report, snap, self.signer, validator=VALIDATOR)
+        for sidecar, text in sidecars.items():
             sidecar.write_text(text, encoding="utf-8")
         self.artifact("validationReport", Artifact.VALIDATION)
-        self.artifact("validationAttestation", Artifact.VALIDATION_ATTESTATION)
+        self.outcome.artifacts["validationAttestation"] = next(iter(sidecars))
         counts = []
         for phase in phases:
             in_phase = [r for r in report.results if r.phase is phase]
