@@ -121,8 +121,13 @@ def check_options(options: DemoOptions) -> None:
         )
     from dsx.certify import catalog
 
+    if not options.categories:
+        raise errors.BadInputError("dsx demo: --categories: give at least one category")
     for name in options.categories:
-        catalog.get(name)
+        try:
+            catalog.get(name)
+        except errors.NotFoundError as exc:  # a flag value, so bad input rather than a missing object
+            raise errors.BadInputError(f"dsx demo: --{exc}") from exc
 
 
 def node_names() -> list[str]:
