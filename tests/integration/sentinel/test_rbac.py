@@ -1,0 +1,218 @@
+"""Area of concern: the sentinel's RBAC (deploy/sentinel) is what the real apiserver enforces — its
+service account can make every call the pipeline makes (run through the real adapter with the
+account's own token), nothing around them is allowed (access reviews), the granted rules are
+exactly the documented ones, the monitor account has no API access, and every shipped manifest
+is accepted by the apiserver (server-side dry run)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lightkube
+import pytest
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectRulesReviewSpec, SubjectAccessReviewSpec
+from lightkube.resources.authorization_v1 import SelfSubjectRulesReview, SubjectAccessReview
+
+from dsx import serialization
+from dsx.controllers.kube_nodes import KubeNodeOps
+from dsx.errors import ForbiddenError
+from dsx.health import nodes
+from dsx.health import policy as policy_module
+from dsx.health.ports import EvictionOutcome, NodeChange, Taint
+from dsx.kube.client import KubeClient
+
+pytestmark = pytest.mark.integration
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "sentinel"
+SENTINEL = "dsx-sentinel"
+MONITOR = "dsx-sentinel-monitor"
+REQUIRED = {
+    ("", "nodes", "get"),
+    ("", "nodes", "list"),
+    ("", "nodes", "watch"),
+    ("", "nodes", "patch"),
+    ("", "pods", "list"),
+    ("", "pods", "delete"),
+    ("", "pods/eviction", "create"),
+}
+"""Cluster-wide; plus events create in namespace default."""
+
+
+def manifests(namespace: str, suffix: str, *files: str) -> list[dict[str, Any]]:
+    """The shipped manifests moved into `namespace`, every cluster- or default-scoped name suffixed."""
+    text = "".join((DEPLOY / f).read_text() + "\n---\n" for f in files).replace("dsx-system", namespace)
+    docs = serialization.parse_yaml_documents(text, source="deploy/sentinel")
+    for doc in docs:
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+            doc["metadata"]["name"] += suffix
+        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            doc["roleRef"]["name"] += suffix
+    return docs
+
+
+@pytest.fixture(scope="module")
+def account(
+    sim_cluster: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[KubeClient, KubeClient, str, Any]]:
+    """(admin client, client with the sentinel account's own token, namespace, kubeconfigs)."""
+    suffix = f"-{uuid.uuid4().hex[:6]}"
+    namespace = f"dsx-sentinel{suffix}"
+    docs = manifests(namespace, suffix, "namespace.yaml", "rbac.yaml", "kubeconfig.yaml", "policy.yaml")
+    with KubeClient(sim_cluster.kubeconfig) as admin:
+        try:
+            for doc in docs:
+                admin.apply(doc)
+            token = admin.service_account_token(namespace, SENTINEL, expiration_seconds=3600)
+            kubeconfig = tmp_path_factory.mktemp("sentinel-rbac") / "kubeconfig"
+            kubeconfig.write_text(serialization.dump_yaml(admin.kubeconfig_for_token(token)))
+            with KubeClient(kubeconfig) as own:
+                yield admin, own, namespace, {"admin": sim_cluster.kubeconfig, "own": kubeconfig}
+        finally:
+            for doc in reversed(docs):
+                if doc["kind"] != "Namespace":
+                    admin.delete(
+                        doc["apiVersion"], doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace")
+                    )
+            admin.delete("v1", "Namespace", namespace)
+
+
+def reviewer(kubeconfig: Path) -> lightkube.Client:
+    """Access reviews must carry empty metadata, which KubeClient.create (name required) cannot send."""
+    return lightkube.Client(KubeConfig.from_file(kubeconfig))
+
+
+def allowed(client: lightkube.Client, home: str, account_name: str, verb: str, resource: str, **where: str) -> bool:
+    """May the service account `home/account_name` do this? (`resource` may name a subresource: pods/eviction)."""
+    resource, _, subresource = resource.partition("/")
+    review = SubjectAccessReview(
+        spec=SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{home}:{account_name}",
+            groups=["system:serviceaccounts", f"system:serviceaccounts:{home}", "system:authenticated"],
+            resourceAttributes=ResourceAttributes(
+                verb=verb, resource=resource, subresource=subresource or None, **where
+            ),
+        )
+    )
+    status = client.create(review).status
+    return bool(status and status.allowed)
+
+
+def plain_node(name: str) -> dict[str, Any]:
+    """A Node no kubelet (and no kwok) manages: the shared simulated nodes stay untouched."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"dsx-test/rbac": "true"}}}
+
+
+def bound_pod(namespace: str, name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+
+
+def test_the_account_can_make_every_call_the_pipeline_makes(account) -> None:
+    admin, own, namespace, _ = account
+    node_name = f"rbac-{namespace}"
+    admin.create(plain_node(node_name))
+    try:
+        admin.create(bound_pod(namespace, "evict-me", node_name))
+        admin.create(bound_pod(namespace, "delete-me", node_name))
+        ops = KubeNodeOps(own)
+        assert nodes.name(ops.get_node(node_name)) == node_name
+        assert [nodes.name(n) for n in ops.list_nodes({"dsx-test/rbac": "true"})] == [node_name]
+        watch = own.watch_nodes({"dsx-test/rbac": "true"})
+        assert [nodes.name(n) for n in watch.sync()] == [node_name]
+        change = NodeChange(
+            unschedulable=True,
+            labels={"sentinel.dsx.run/state": "quarantined"},
+            annotations={"sentinel.dsx.run/reason": "rbac test"},
+            add_taints=(Taint("sentinel.dsx.run/quarantined"),),
+        )
+        after = ops.change_node(node_name, change)
+        assert nodes.unschedulable(after) and nodes.has_taint(after, "sentinel.dsx.run/quarantined")
+        assert sorted(nodes.name(p) for p in ops.list_pods(node_name)) == ["delete-me", "evict-me"]
+        assert ops.evict(namespace, "evict-me", grace_period_seconds=0) is EvictionOutcome.EVICTED
+        assert ops.delete_pod(namespace, "delete-me", grace_period_seconds=0) is True
+        ops.record_event(node_name, "RbacTest", "the sentinel account may record events on nodes")
+        assert own.ready()
+    finally:
+        admin.delete("v1", "Node", node_name)
+
+
+def test_nothing_around_those_calls_is_allowed(account) -> None:
+    _, own, namespace, kubeconfigs = account
+    admin = reviewer(kubeconfigs["admin"])
+    denied = [
+        ("delete", "nodes", {}),
+        ("create", "nodes", {}),
+        ("update", "nodes", {}),
+        ("patch", "nodes/status", {}),
+        ("get", "pods", {"namespace": namespace}),
+        ("create", "pods", {"namespace": namespace}),
+        ("patch", "pods", {"namespace": namespace}),
+        ("create", "pods/exec", {"namespace": namespace}),
+        ("list", "secrets", {}),
+        ("get", "secrets", {"namespace": "kube-system"}),
+        ("list", "configmaps", {"namespace": namespace}),
+        ("create", "events", {"namespace": "kube-system"}),
+        ("delete", "events", {"namespace": "default"}),
+        ("list", "namespaces", {}),
+        ("create", "clusterrolebindings", {"group": "rbac.authorization.k8s.io"}),
+        ("delete", "deployments", {"group": "apps", "namespace": namespace}),
+        ("create", "leases", {"group": "coordination.k8s.io", "namespace": namespace}),
+    ]
+    leaks = [
+        (verb, resource, where)
+        for verb, resource, where in denied
+        if allowed(admin, namespace, SENTINEL, verb, resource, **where)
+    ]
+    assert leaks == []
+    assert allowed(admin, namespace, SENTINEL, "create", "events", namespace="default")
+    with pytest.raises(ForbiddenError):
+        own.list("v1", "Secret", "kube-system")
+    with pytest.raises(ForbiddenError):
+        own.delete("v1", "Node", "gpu-node-00")
+
+
+def test_the_granted_rules_are_exactly_the_documented_ones(account) -> None:
+    _, _, _, kubeconfigs = account
+    review = reviewer(kubeconfigs["own"]).create(
+        SelfSubjectRulesReview(spec=SelfSubjectRulesReviewSpec(namespace="default"))
+    )
+    assert review.status is not None
+    granted = {
+        (group, resource, verb)
+        for rule in review.status.resourceRules
+        for group in rule.apiGroups or []
+        for resource in rule.resources or []
+        for verb in rule.verbs
+    }
+    # what every authenticated identity may do (self reviews) is not the sentinel's grant
+    everyone = {g for g in granted if g[0] in ("authorization.k8s.io", "authentication.k8s.io")}
+    assert granted - everyone == REQUIRED | {("", "events", "create")}
+
+
+def test_the_monitor_account_has_no_api_access(account) -> None:
+    _, _, namespace, kubeconfigs = account
+    admin = reviewer(kubeconfigs["admin"])
+    for verb, resource in (("list", "nodes"), ("create", "events"), ("get", "pods"), ("create", "pods/eviction")):
+        assert not allowed(admin, namespace, MONITOR, verb, resource, namespace="default")
+    monitor = next(d for d in manifests(namespace, "", "rbac.yaml") if d["metadata"]["name"] == MONITOR)
+    assert monitor["automountServiceAccountToken"] is False
+
+
+def test_every_shipped_manifest_is_accepted_and_the_policy_loads(account) -> None:
+    admin, _, namespace, _ = account
+    for doc in manifests(namespace, "-dry", "deployment.yaml", "monitor-daemonset.yaml"):
+        admin.apply(doc, dry_run=True)
+    (config_map,) = manifests(namespace, "", "policy.yaml")
+    document = serialization.parse_yaml(config_map["data"]["policy.yaml"], source="policy ConfigMap")
+    shipped = policy_module.from_dict(document, source="deploy/sentinel/policy.yaml")
+    default = policy_module.from_dict(serialization.load_mapping_file(policy_module.DEFAULT_PATH), source="x")
+    assert [r.name for r in shipped.quarantine.rule_sets] == [r.name for r in default.quarantine.rule_sets]
+    assert not any(shipped.switch(s).enabled for s in policy_module.CLUSTER_CHANGING)
