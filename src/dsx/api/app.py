@@ -94,4 +94,5 @@ def create_app(settings: ApiSettings) -> Any:
         max_body_bytes=settings.max_body_bytes,
     )
     guarded.openapi = api.openapi  # type: ignore[attr-defined]
+    guarded.fastapi = api  # type: ignore[attr-defined]
     return guarded
