@@ -32,9 +32,9 @@ DEFAULT_OUTPUT = "demo-out"
 @click.option("--xid-node", default="gpu-node-02", show_default=True, help="Node that gets Xid 79 in operation.")
 @click.option(
     "--categories",
-    default="nccl-loopback,nccl-all-reduce",
-    show_default=True,
-    help="Certification categories (comma-separated); the recipe also lists training.",
+    default=None,
+    metavar="NAMES",
+    help="Certification categories, comma-separated. Default: the recipe's (nccl-loopback, nccl-all-reduce, training).",
 )
 def demo(
     output_dir: str,
@@ -43,7 +43,7 @@ def demo(
     cluster_name: str,
     slow_node: str,
     xid_node: str,
-    categories: str,
+    categories: str | None,
 ) -> None:
     """Run the whole lifecycle on a simulated cluster.
 
@@ -56,14 +56,18 @@ def demo(
     from dsx.cli import output as cli_output
     from dsx.cli.main import run_result
     from dsx.demo import lifecycle, report
+    from dsx.errors import BadInputError
 
+    chosen = tuple(c.strip() for c in (categories or "").split(",") if c.strip())
+    if categories is not None and not chosen:
+        raise BadInputError("dsx demo: --categories: give at least one category")
     options = lifecycle.DemoOptions(
         output_dir=Path(output_dir),
         cluster_name=cluster_name,
         keep=keep,
         slow_node=slow_node,
         xid_node=xid_node,
-        categories=tuple(c.strip() for c in categories.split(",") if c.strip()),
+        categories=chosen,
     )
     document = lifecycle.run(options, lambda line: click.echo(line, err=True))
     if summary_json:

@@ -49,9 +49,8 @@ VALIDATOR = "dsx demo"
 DEFAULT_CLUSTER = "dsx-demo"
 DEFAULT_SLOW_NODE = "gpu-node-05"
 DEFAULT_XID_NODE = "gpu-node-02"
-DEFAULT_CATEGORIES = ("nccl-loopback", "nccl-all-reduce")
-"""The recipe also asks for `training`; a multi-node DDP run with isolation adds about a minute
-on a 2-core machine, so the demo runs it only when asked (`--categories`)."""
+FALLBACK_CATEGORIES = ("nccl-all-reduce",)
+"""Certified when the recipe names no categories (the certify engine's own default)."""
 
 INSTALL_TIMEOUT_SECONDS = 120.0
 CERTIFY_RUN_TIMEOUT_SECONDS = 120.0
@@ -94,7 +93,8 @@ class DemoOptions:
     """Leave the simulated cluster running at the end (`dsx sim down --name …` stops it)."""
     slow_node: str = DEFAULT_SLOW_NODE
     xid_node: str = DEFAULT_XID_NODE
-    categories: tuple[str, ...] = DEFAULT_CATEGORIES
+    categories: tuple[str, ...] = ()
+    """Empty: the recipe's certification categories (eks/h100: nccl-loopback, nccl-all-reduce, training)."""
 
 
 @dataclass
@@ -121,8 +121,6 @@ def check_options(options: DemoOptions) -> None:
         )
     from dsx.certify import catalog
 
-    if not options.categories:
-        raise errors.BadInputError("dsx demo: --categories: give at least one category")
     for name in options.categories:
         try:
             catalog.get(name)
@@ -315,13 +313,14 @@ class Demo:
     # ---- certification ---------------------------------------------------------------------------
 
     def certification_spec(self, categories: tuple[str, ...], names: list[str]) -> certification_model.Certification:
-        """The recipe's certification block, narrowed to `categories`, on `names`, with local timeouts."""
+        """The recipe's certification block (narrowed to `categories` when given) on `names`, local timeouts."""
         assert self.recipe is not None
         spec = certification_model.Certification.from_dict(
             self.recipe.certification or {}, source=f"{Artifact.RECIPE}: certification"
         )
         requested = {c.name: c for c in spec.categories}
-        chosen = tuple(requested.get(n, certification_model.CategoryRequest(n)) for n in categories)
+        wanted = categories or tuple(requested) or FALLBACK_CATEGORIES
+        chosen = tuple(requested.get(n, certification_model.CategoryRequest(n)) for n in wanted)
         return dataclasses.replace(
             spec,
             categories=chosen,

@@ -269,7 +269,7 @@ class Steps:
             return "no fatal event stored"
         event = fatal[0]
         codes = ",".join(event.error_codes)
-        return f"event {event.check_name} {codes}, fatal, action {event.recommended_action.value}"
+        return f"event {event.check_name} {codes}, fatal, action {event.recommended_action.name}"
 
     def _drained(self) -> str:
         from dsx.model.health import NodeState
