@@ -191,7 +191,7 @@ class SimCluster:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        """One `up`/`down`/`inject` at a time per cluster, across processes."""
+        """One `up` or `down` at a time per cluster, across processes."""
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / f".{self.name}.lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
