@@ -18,6 +18,7 @@ from dsx.errors import CatalogError, NotFoundError, allowed_values_message
 from dsx.model import certification as model
 
 KIND = "CertificationCategory"
+PLATFORM_KIND = "CertificationPlatform"
 CEL_VARIABLES = ("value", "reference")
 """`value`: the measured metric; `reference`: the calibrated value of the same run shape (local)."""
 
@@ -92,6 +93,20 @@ class Category:
     source: str = ""
 
 
+@dataclass(frozen=True)
+class Platform:
+    """How a cluster's pods reach the GPU fabric: devices to request, variables to set."""
+
+    name: str
+    description: str
+    interconnect: str
+    detect_resource: str  # nodes allocating this resource use this platform; "" = the fallback
+    request_all_of: tuple[str, ...]  # resources requested in full (the node's allocatable count)
+    capabilities: tuple[str, ...]
+    env: Mapping[str, str]
+    source: str
+
+
 def load_file(path: Path) -> Category:
     raw = serialization.load_mapping_file(str(path))
     where = path.name
@@ -133,6 +148,35 @@ def load_all() -> dict[str, Category]:
     """Every shipped category by name, in name order."""
     directory = catalog.path("certification")
     return {c.name: c for c in (load_file(p) for p in sorted(directory.glob("*.yaml")))}
+
+
+@functools.lru_cache(maxsize=1)
+def platforms() -> dict[str, Platform]:
+    """Every shipped platform (`platforms/*.yaml`) by name, in name order."""
+    directory = catalog.path("certification") / "platforms"
+    return {p.name: p for p in (load_platform(f) for f in sorted(directory.glob("*.yaml")))}
+
+
+def load_platform(path: Path) -> Platform:
+    raw = serialization.load_mapping_file(str(path))
+    where = f"platforms/{path.name}"
+    _expect(raw.get("kind") == PLATFORM_KIND, where, f"kind must be {PLATFORM_KIND}")
+    metadata = _mapping(raw.get("metadata"), f"{where}: metadata")
+    spec = _mapping(raw.get("spec"), f"{where}: spec")
+    _expect(metadata.get("name") == path.stem, where, "metadata.name must equal the file name")
+    env = _mapping(spec.get("env", {}), f"{where}: spec.env")
+    _expect(all(isinstance(v, str) for v in env.values()), where, "spec.env values must be strings")
+    _expect(bool(spec.get("source")), where, "spec.source must say where the settings come from")
+    return Platform(
+        name=path.stem,
+        description=str(metadata.get("description", "")),
+        interconnect=str(spec.get("interconnect", path.stem)).lower(),
+        detect_resource=str(spec.get("detectResource", "")),
+        request_all_of=tuple(str(r) for r in spec.get("requestAllOf", [])),
+        capabilities=tuple(str(c) for c in spec.get("capabilities", [])),
+        env=dict(sorted((str(k), str(v)) for k, v in env.items())),
+        source=str(spec["source"]),
+    )
 
 
 def names() -> list[str]:

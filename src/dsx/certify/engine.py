@@ -155,12 +155,7 @@ def certify(
     executor's own errors (UnavailableError: no torch, no cluster) pass through.
     """
     started = time.monotonic()
-    names = [c.name for c in spec.categories] or ["nccl-all-reduce"]
-    categories = [catalog.get(name) for name in names]
-    gpus_needed = spec.ranks_per_node if executor.kind != "local" else 0
-    plan = grouping.eligibility(executor.nodes(), spec.target, gpus_per_node=gpus_needed)
-    if not plan.eligible:
-        raise BadInputError("certification: no eligible node matches the target (see excluded nodes)")
+    categories, plan = _prepare(spec, executor)
     accelerator = spec.accelerator or plan.architecture
     results = []
     for category in categories:
@@ -178,6 +173,35 @@ def certify(
         injections=spec.injections,
         duration_seconds=time.monotonic() - started,
     )
+
+
+def plan(spec: model.Certification, executor: Executor) -> list[WorkloadRun]:
+    """The screening runs `certify` starts with, one per category and group (what --dry-run shows)."""
+    categories, eligible = _prepare(spec, executor)
+    runs = []
+    for category in categories:
+        scale = spec.scale_for(category.name) or category.scale
+        for group in grouping.partition(eligible.eligible, scale, min_nodes=category.min_nodes):
+            runs.append(
+                WorkloadRun(
+                    name=f"{category.name}/{group.name}",
+                    category=category,
+                    nodes=group.nodes,
+                    ranks_per_node=spec.ranks_per_node,
+                    timeouts=spec.timeouts,
+                )
+            )
+    return runs
+
+
+def _prepare(spec: model.Certification, executor: Executor) -> tuple[list[catalog.Category], grouping.Eligibility]:
+    names = [c.name for c in spec.categories] or ["nccl-all-reduce"]
+    categories = [catalog.get(name) for name in names]
+    gpus_needed = spec.ranks_per_node if executor.kind != "local" else 0
+    eligible = grouping.eligibility(executor.nodes(), spec.target, gpus_per_node=gpus_needed)
+    if not eligible.eligible:
+        raise BadInputError("certification: no eligible node matches the target (see excluded nodes)")
+    return categories, eligible
 
 
 def _merge(plan: grouping.Eligibility, results: Sequence[CategoryResult]) -> dict[str, model.NodeVerdict]:

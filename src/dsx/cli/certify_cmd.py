@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
+from dsx.cli import snapshot_cmd
+
+DEFAULT_NAMESPACE = "dsx-certify"
+RUN_ID = re.compile(r"[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?")
+DEFAULT_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
+"""Kubernetes target without a selector: every node GPU Feature Discovery marked (as NVCRE)."""
 LOCAL_RUN_TIMEOUT_SECONDS = 120.0
 """A local run of the default sweep takes seconds; two minutes means something is wrong."""
 LOCAL_STALL_TIMEOUT_SECONDS = 12.0
@@ -32,9 +42,17 @@ def certify() -> None:
     "--executor", "executor_kind", type=click.Choice(["local", "kubernetes"]), default="local", show_default=True
 )
 @click.option(
-    "--nodes", "node_count", type=click.IntRange(min=1), help="Local: how many simulated nodes (node-0 …). Default 8."
+    "--nodes",
+    "node_count",
+    type=click.IntRange(min=1),
+    help="Local: how many simulated nodes (node-0 …), default 8. Kubernetes: at most this many eligible nodes.",
 )
-@click.option("--node-selector", "selectors", multiple=True, help="KEY=VALUE a node must carry (repeatable).")
+@click.option(
+    "--node-selector",
+    "selectors",
+    multiple=True,
+    help="Kubernetes: KEY=VALUE a node must carry (repeatable). Default nvidia.com/gpu.present=true.",
+)
 @click.option(
     "--inject", "injections", multiple=True, help="Local fault injection NODE:slow|hang|crash|corrupt (repeatable)."
 )
@@ -42,7 +60,13 @@ def certify() -> None:
     "--scale", type=click.Choice(["intra-node", "intra-group", "full-scale"]), help="Override every category's scale."
 )
 @click.option(
-    "--ranks-per-node", type=click.IntRange(min=1), default=None, help="Ranks (GPUs) per node. Default 1 locally."
+    "--ranks-per-node",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Ranks (GPUs) per node. Default: 1 locally, the nodes' GPU count on Kubernetes.",
+)
+@click.option(
+    "--interconnect", help="efa, infiniband, tcp, tcpxo, roce, mnnvl: picks thresholds and pod network setup."
 )
 @click.option("--timeout-seconds", type=click.FloatRange(min=1), help="Deadline of one workload run.")
 @click.option("--stall-timeout-seconds", type=click.FloatRange(min=1), help="Silence after which a run counts as hung.")
@@ -52,6 +76,19 @@ def certify() -> None:
     "calibration_path",
     type=click.Path(dir_okay=False),
     help="Local: reuse the references kept in this file and add the ones measured now (machine-specific).",
+)
+@snapshot_cmd.kubeconfig_option
+@snapshot_cmd.context_option
+@click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Kubernetes: where runs are created.")
+@click.option(
+    "--image", help="Kubernetes: workload image with dsx[collectives] (default ghcr.io/dsx-run/dsx-workload)."
+)
+@click.option("--dry-run", is_flag=True, help="Kubernetes: print the first runs' objects; create nothing.")
+@click.option(
+    "--run-id",
+    "certification_id",
+    callback=lambda _ctx, _param, value: _run_id(value),
+    help="Kubernetes: the id labelling every object (default: random; fix it for a repeatable --dry-run).",
 )
 @click.option(
     "--output",
@@ -71,38 +108,21 @@ def certify() -> None:
 @click.option("--quiet", is_flag=True, help="No live progress on stderr.")
 def run(**options: Any) -> None:
     """Certify nodes: run each category over node groups, judge, isolate faults, report."""
-    from dataclasses import replace
     from pathlib import Path
 
-    from dsx import serialization
-    from dsx.certify import engine, reports
+    from dsx.certify import reports
     from dsx.cli import output
     from dsx.cli.main import run_result
-    from dsx.errors import BadInputError, UnavailableError
     from dsx.model import certification as model
 
-    spec = _spec(options)
-    if options["executor_kind"] == "kubernetes":
-        raise UnavailableError(
-            "certify: the kubernetes executor is not available in this build yet; use --executor local"
-        )
-    from dsx.certify.local.executor import LocalExecutor
-
-    if options["selectors"] and options["executor_kind"] == "local":
-        raise BadInputError("--node-selector: local nodes carry no labels; use --nodes N")
-    count = options["node_count"] or spec.target.node_count or 8
-    spec = replace(spec, target=replace(spec.target, node_count=count))
-    injections = tuple(model.FaultInjection.parse(text) for text in options["injections"])
-    spec = replace(spec, injections=injections)
+    spec, ranks_given = _spec(options)
     progress = _Progress(enabled=not options["quiet"])
-    stored = _load_calibration(options["calibration_path"])
-    try:
-        with LocalExecutor(count, injections=injections) as executor:
-            result = engine.certify(spec, executor, progress=progress, calibration=stored)
-    finally:
-        if stored is not None and stored.references:
-            output.write(serialization.dump_json(stored.to_dict()), options["calibration_path"])
-    progress.done()
+    if options["executor_kind"] == "kubernetes":
+        result = _run_kubernetes(spec, options, progress, ranks_given=ranks_given)
+        if result is None:  # --dry-run
+            return
+    else:
+        result = _run_local(spec, options, progress)
     document = reports.document(result)
     output.write(reports.to_json(document), options["json_path"])
     html_path = options["html_path"] or str(Path(options["json_path"]).with_suffix(".html"))
@@ -112,6 +132,130 @@ def run(**options: Any) -> None:
     sys.stdout.write(reports.summary(document))
     sys.stdout.flush()
     run_result(0 if result.result is model.Result.PASSED else 1)
+
+
+def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
+    from dataclasses import replace
+
+    from dsx import serialization
+    from dsx.certify import engine
+    from dsx.certify.local.executor import LocalExecutor
+    from dsx.cli import output
+    from dsx.errors import BadInputError
+    from dsx.model import certification as model
+
+    kubernetes_only = (
+        ("--node-selector", "selectors"),
+        ("--dry-run", "dry_run"),
+        ("--image", "image"),
+        ("--run-id", "certification_id"),
+    )
+    for flag, key in kubernetes_only:
+        if options[key]:
+            raise BadInputError(f"{flag}: applies to --executor kubernetes only (local nodes are node-0 … node-N-1)")
+    count = options["node_count"] or spec.target.node_count or 8
+    injections = tuple(model.FaultInjection.parse(text) for text in options["injections"])
+    spec = replace(spec, target=replace(spec.target, node_count=count), injections=injections)
+    stored = _load_calibration(options["calibration_path"])
+    try:
+        with LocalExecutor(count, injections=injections) as executor:
+            return engine.certify(spec, executor, progress=progress, calibration=stored)
+    finally:
+        if stored is not None and stored.references:
+            output.write(serialization.dump_json(stored.to_dict()), options["calibration_path"])
+
+
+def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, ranks_given: bool) -> Any:
+    """Certify cluster nodes through Jobs; None after --dry-run (the objects went to stdout)."""
+    from dataclasses import replace
+
+    from dsx import serialization
+    from dsx.certify import engine, kubernetes
+    from dsx.cli import output
+    from dsx.errors import BadInputError
+    from dsx.kube import certify_jobs, jobs
+
+    for flag, key in (("--inject", "injections"), ("--calibration", "calibration_path")):
+        if options[key]:
+            raise BadInputError(f"{flag}: applies to --executor local only")
+    if not spec.target.node_selector and not spec.target.node_names:
+        spec = replace(spec, target=replace(spec.target, node_selector=dict(DEFAULT_NODE_SELECTOR)))
+    if options["node_count"]:
+        spec = replace(spec, target=replace(spec.target, node_count=options["node_count"]))
+    with snapshot_cmd.kube_client(options["kubeconfig"], options["context"]) as client:
+        nodes = certify_jobs.candidate_nodes(client)
+        if not ranks_given:
+            ranks = kubernetes.default_ranks_per_node(n for n in nodes if spec.target.selects(n))
+            spec = replace(spec, ranks_per_node=ranks)
+        executor = kubernetes.KubernetesExecutor(
+            jobs.RunLauncher(client, namespace=options["namespace"]),
+            nodes,
+            certification_id=options["certification_id"],
+            image=options["image"] or kubernetes.DEFAULT_IMAGE,
+            interconnect=spec.interconnect,
+        )
+        if options["dry_run"]:
+            objects = [
+                obj
+                for sequence, planned in enumerate(engine.plan(spec, executor), start=1)
+                for obj in executor.render(planned, kubernetes.run_name(executor.certification_id, sequence))
+            ]
+            output.write(serialization.dump_yaml_documents(objects), None)
+            return None
+        click.echo(
+            f"certification {executor.certification_id}: objects in namespace {options['namespace']} carry "
+            f"{kubernetes.CERTIFICATION_LABEL}={executor.certification_id}; "
+            f"`dsx certify cleanup --run-id {executor.certification_id}` removes any left behind",
+            err=True,
+        )
+        with _interrupt_on_sigterm(), executor:
+            return engine.certify(spec, executor, progress=progress)
+
+
+def _run_id(value: str | None) -> str | None:
+    if value is not None and not RUN_ID.fullmatch(value):
+        from dsx.errors import BadInputError
+
+        raise BadInputError(f"--run-id: {value!r} must be 1-20 lowercase letters, digits or '-' (a label value)")
+    return value
+
+
+@contextlib.contextmanager
+def _interrupt_on_sigterm() -> Iterator[None]:
+    """SIGTERM (a CI cancel, `kill`) unwinds like Ctrl-C, so the executor deletes what it created."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@certify.command("cleanup")
+@click.option(
+    "--run-id",
+    "certification_id",
+    required=True,
+    callback=lambda _ctx, _param, value: _run_id(value),
+    help="The certification id `certify run` printed.",
+)
+@snapshot_cmd.kubeconfig_option
+@snapshot_cmd.context_option
+@click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Where the runs were created.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+def cleanup(certification_id: str, kubeconfig: str | None, context: str | None, namespace: str, dry_run: bool) -> None:
+    """Delete every Job, Pod and Service a Kubernetes certification created (idempotent)."""
+    from dsx.kube import certify_jobs
+
+    with snapshot_cmd.kube_client(kubeconfig, context) as client:
+        found = certify_jobs.delete_certification(client, namespace, certification_id, dry_run=dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    for name in found:
+        click.echo(f"{verb} {namespace}/{name}")
+    click.echo(f"{verb} {len(found)} object(s) of certification {certification_id}", err=True)
 
 
 def _load_calibration(path: str | None) -> Any:
@@ -128,20 +272,21 @@ def _load_calibration(path: str | None) -> Any:
     return calibration.Calibration.from_dict(serialization.load_mapping_file(path), source=path)
 
 
-def _spec(options: dict[str, Any]) -> Any:
+def _spec(options: dict[str, Any]) -> tuple[Any, bool]:
+    """The certification the flags and the recipe ask for, and whether ranks per node were stated."""
     from dataclasses import replace
 
     from dsx.model import certification as model
 
     spec = model.Certification()
+    block: dict[str, Any] = {}
     if options["recipe_path"]:
         from dsx.model import recipe as recipe_model
 
         loaded = recipe_model.load(options["recipe_path"])
         if loaded.certification:
-            spec = model.Certification.from_dict(
-                loaded.certification, source=f"{options['recipe_path']}: certification"
-            )
+            block = dict(loaded.certification)
+            spec = model.Certification.from_dict(block, source=f"{options['recipe_path']}: certification")
     names = [n.strip() for text in options["categories"] for n in text.split(",") if n.strip()]
     if names:
         from dsx.certify import catalog
@@ -176,9 +321,12 @@ def _spec(options: dict[str, Any]) -> Any:
         options["stall_timeout_seconds"] or timeouts.stall_timeout_seconds,
     )
     spec = replace(spec, timeouts=timeouts, isolate=spec.isolate and not options["no_isolate"])
+    if options["interconnect"]:
+        spec = replace(spec, interconnect=options["interconnect"].lower())
+    ranks_given = bool(options["ranks_per_node"]) or "ranksPerNode" in block
     if options["ranks_per_node"]:
         spec = replace(spec, ranks_per_node=options["ranks_per_node"])
-    return spec
+    return spec, ranks_given
 
 
 class _Progress:

@@ -127,6 +127,8 @@ class CandidateNode:
     unschedulable: bool = False
     allocatable_gpus: int | None = None  # None: unknown (kept)
     gpu_product: str = ""  # nvidia.com/gpu.product
+    network_devices: Mapping[str, int] = field(default_factory=dict)
+    """Allocatable device-plugin resources besides GPUs (e.g. vpc.amazonaws.com/efa: 32)."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from dsx.certify import catalog
+from dsx.certify import workload
 from dsx.certify.executor import Purpose, RunOutcome, WorkloadRun
 from dsx.errors import BadInputError, UnavailableError
 from dsx.model import certification as model
@@ -103,7 +103,7 @@ class LocalExecutor:
         folder = self._workdir / f"{self._sequence:04d}"
         folder.mkdir()
         port = _free_port()
-        argv = _argv(run.category, run.timeouts)
+        argv = workload.worker_args(run.category, run.timeouts, local=True)
         ranks: list[tuple[str, str, Path]] = []  # (request id, node, log)
         for index, node in enumerate(run.nodes):
             for local_rank in range(run.ranks_per_node):
@@ -179,39 +179,6 @@ class LocalExecutor:
         if self._server is None:
             self._server = _ForkServer(self._python)
         return self._server
-
-
-def _argv(category: catalog.Category, timeouts: model.Timeouts) -> list[str]:
-    timeout = str(int(timeouts.run_timeout_seconds) + 5)
-    if category.workload is model.WorkloadKind.TRAINING:
-        shape = category.local_training or category.training
-        assert shape is not None
-        return [
-            "run",
-            "--workload=training",
-            f"--steps={shape.steps}",
-            f"--warmup-steps={shape.warmup_steps}",
-            f"--log-interval={shape.log_interval}",
-            f"--hidden-size={shape.hidden_size}",
-            f"--layers={shape.layers}",
-            f"--micro-batch-size={shape.micro_batch_size}",
-            f"--timeout-seconds={timeout}",
-        ]
-    sweep = category.local_sweep or category.sweep
-    assert sweep is not None and category.collective is not None
-    data_type = "float" if category.data_type not in ("float", "double", "uint8", "int32") else category.data_type
-    return [
-        "run",
-        "--workload=collective",
-        f"--collective={category.collective.value}",
-        f"--data-type={data_type}",
-        f"--min-bytes={sweep.min_bytes}",
-        f"--max-bytes={sweep.max_bytes}",
-        f"--step-factor={sweep.step_factor}",
-        f"--iters={sweep.iterations}",
-        f"--warmup-iters={sweep.warmup_iterations}",
-        f"--timeout-seconds={timeout}",
-    ]
 
 
 class _ForkServer:
