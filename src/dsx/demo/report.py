@@ -116,6 +116,7 @@ def html_page(document: Mapping[str, Any], timeline_events: Sequence[Mapping[str
         f'<p class="meta">{_e(document["generator"])} · {len(document["steps"])} steps in '
         f"{_e(_duration(document['durationSeconds']))} · cluster {_e(document['cluster'].get('name', ''))}"
         f"{' (kept)' if document['cluster'].get('kept') else ' (removed at the end)'}</p>",
+        _REAL,
         _steps(document["steps"]),
         _isolated(document["isolated"]),
         _remediated(document["remediated"]),
@@ -124,6 +125,16 @@ def html_page(document: Mapping[str, Any], timeline_events: Sequence[Mapping[str
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+_REAL = (
+    '<p class="meta">Real: the Kubernetes control plane (etcd, apiserver, scheduler, controllers), scheduling, '
+    "evictions and PodDisruptionBudgets, signing and offline verification, every validation check, the "
+    "collectives and training steps (gloo on this machine's CPUs, one process per rank), the sentinel pipeline "
+    "and its store. Simulated: the GPU nodes and their pods (kwok), the installation (Helm release records and "
+    "workloads the recipe's health checks name), the slow node (its ranks slowed tenfold) and the GPU fault "
+    "(an Xid 79 line in the node's kernel log).</p>"
+)
 
 
 def _duration(seconds: float) -> str:
