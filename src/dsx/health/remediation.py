@@ -32,6 +32,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +258,14 @@ def build_provider(
 # -- the stage -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Plan:
+    request: RemediationRequest | None
+    disposition: str = "remediate"
+    """remediate, recovered, waiting-for-recovery or escalate."""
+    why: str = ""
+
+
 def remediated_event(request: RemediationRequest, incident_event: HealthEvent, message: str) -> HealthEvent:
     """The record of one remediation (deterministic: re-appending it after a crash stores nothing new)."""
     return HealthEvent(
@@ -306,82 +315,85 @@ class RemediationHandler:
                 events, StageStatus.SKIPPED, disposition="nothing-to-remediate", state=status.state.value
             )
         if status.state is NodeState.REMEDIATING:
-            return stages.same_outcome(events, StageStatus.DONE, **self._carry_out(node_name, incident, resumed=True))
+            recorded = _request_on(self.nodes.get_node(node_name))
+            plan = (
+                _Plan(recorded)
+                if recorded and recorded.incident_sequence == incident
+                else self._plan(node_name, incident)
+            )
+            return stages.same_outcome(
+                events, StageStatus.DONE, **self._carry_out(node_name, incident, plan, resumed=True)
+            )
+        plan = self._plan(node_name, incident)
+        if not self.switch.acting:
+            would = plan.request.kind.value if plan.request else plan.disposition
+            self.observer.action(STAGE, f"would-{would}", node_name, {"why": plan.why})
+            return stages.same_outcome(events, StageStatus.SKIPPED, disposition="planned", would=would, why=plan.why)
+        if plan.request is None:
+            if plan.disposition == "waiting-for-recovery":
+                return stages.same_outcome(events, StageStatus.SKIPPED, disposition=plan.disposition, why=plan.why)
+            return stages.same_outcome(
+                events, StageStatus.DONE, **self._settle(node_name, incident, plan, NodeState.DRAINED)
+            )
+        request = plan.request
+        self.store.begin(STAGE, events[0].sequence, {"node": node_name, "request": request.to_dict()})
+        # the request goes on the node before the state moves: a crash in between finds it again
+        self.nodes.change_node(
+            node_name,
+            NodeChange(annotations={nodes.REMEDIATION_ANNOTATION: json.dumps(request.to_dict(), sort_keys=True)}),
+        )
+        reason = f"{request.kind.value} requested ({request.request_id})"
+        if not self._move(node_name, NodeState.REMEDIATING, reason, incident, NodeState.DRAINED):
+            return stages.same_outcome(events, StageStatus.SKIPPED, disposition="moved-on")
+        return stages.same_outcome(
+            events, StageStatus.DONE, **self._carry_out(node_name, incident, plan, resumed=False)
+        )
+
+    def _plan(self, node_name: str, incident: int) -> _Plan:
+        """What the incident's open faults call for: a request, recovery, waiting, or escalation."""
         faults = incidents.open_faults_since(self.store, node_name, incident)
         if not faults:
-            if not self.switch.acting:
-                return stages.same_outcome(events, StageStatus.SKIPPED, disposition="planned", would="recertify")
-            moved = self._move(
-                node_name, NodeState.RECERTIFYING, "faults healed before remediation", incident, NodeState.DRAINED
-            )
-            return stages.same_outcome(
-                events,
-                StageStatus.DONE if moved else StageStatus.SKIPPED,
-                disposition="recovered" if moved else "moved-on",
-            )
+            return _Plan(None, "recovered", "faults healed before remediation")
         action = incidents.strongest_action(faults.values())
+        described = incidents.describe(faults)
         if action is RecommendedAction.NONE:
-            return stages.same_outcome(
-                events, StageStatus.SKIPPED, disposition="waiting-for-recovery", faults=incidents.describe(faults)
-            )
+            return _Plan(None, "waiting-for-recovery", described)
         kind = self.settings.actions.get(action)
-        if not self.switch.acting:
-            would = kind.value if kind and self.provider.supports(kind) else "escalate"
-            self.observer.action(STAGE, f"would-{would}", node_name, {"action": action.name})
-            return stages.same_outcome(
-                events, StageStatus.SKIPPED, disposition="planned", would=would, action=action.name
-            )
-        if kind is None or not self.provider.supports(kind):
-            why = (
-                f"no remediation for {action.name} (open faults: {incidents.describe(faults)})"
-                if kind is None
-                else f"provider {self.provider.name} cannot {kind.value} (action {action.name})"
-            )
-            return stages.same_outcome(
-                events, StageStatus.DONE, **self._escalate(node_name, incident, why, NodeState.DRAINED)
-            )
+        if kind is None:
+            return _Plan(None, "escalate", f"no remediation for {action.name} (open faults: {described})")
+        if not self.provider.supports(kind):
+            return _Plan(None, "escalate", f"provider {self.provider.name} cannot {kind.value} (action {action.name})")
         request = RemediationRequest(
             request_id=request_id(node_name, kind, incident),
             node_name=node_name,
             kind=kind,
             incident_sequence=incident,
-            reason=f"{action.name}: {incidents.describe(faults)}"[:500],
+            reason=f"{action.name}: {described}"[:500],
             gpus=incidents.gpu_identifiers(faults.values()) if kind is RemediationKind.RESET_GPU else (),
         )
-        self.store.begin(STAGE, events[0].sequence, {"node": node_name, "request": request.to_dict()})
-        if not self._move(
-            node_name,
-            NodeState.REMEDIATING,
-            f"{kind.value} requested ({request.request_id})",
-            incident,
-            NodeState.DRAINED,
-        ):
-            return stages.same_outcome(events, StageStatus.SKIPPED, disposition="moved-on")
-        self.nodes.change_node(
-            node_name,
-            state_change(
-                NodeState.REMEDIATING, **{nodes.REMEDIATION_ANNOTATION: json.dumps(request.to_dict(), sort_keys=True)}
-            ),
-        )
-        return stages.same_outcome(events, StageStatus.DONE, **self._carry_out(node_name, incident, resumed=False))
+        return _Plan(request)
 
-    def _carry_out(self, node_name: str, incident: int, *, resumed: bool) -> dict[str, Any]:
+    def _settle(self, node_name: str, incident: int, plan: _Plan, expected: NodeState) -> dict[str, Any]:
+        """A plan without a request: the node recovered (re-certify it) or needs a person."""
+        if plan.disposition == "recovered":
+            moved = self._move(node_name, NodeState.RECERTIFYING, plan.why, incident, expected)
+            return {"disposition": "recovered" if moved else "moved-on"}
+        return self._escalate(node_name, incident, plan.why, expected)
+
+    def _carry_out(self, node_name: str, incident: int, plan: _Plan, *, resumed: bool) -> dict[str, Any]:
+        request = plan.request
+        if request is None:
+            return self._settle(node_name, incident, plan, NodeState.REMEDIATING)
         node = self.nodes.get_node(node_name)
-        request = _request_on(node)
-        if request is None or request.incident_sequence != incident:
-            return self._escalate(
-                node_name, incident, "the remediation request recorded on the node is missing", NodeState.REMEDIATING
-            )
-        own = nodes.annotations_of(node)
-        if own.get(nodes.REMEDIATION_DONE_ANNOTATION) == request.request_id:
+        if nodes.annotations_of(node).get(nodes.REMEDIATION_DONE_ANNOTATION) == request.request_id:
             result = RemediationResult(True, "completed before a restart")
         else:
+            self.nodes.change_node(node_name, state_change(NodeState.REMEDIATING))
             self.observer.action(STAGE, request.kind.value, node_name, request.to_dict())
             result = self.provider.remediate(request)
         if not result.succeeded:
-            return self._escalate(
-                node_name, incident, f"{request.kind.value} failed: {result.message}", NodeState.REMEDIATING
-            )
+            why = f"{request.kind.value} failed: {result.message}"
+            return self._escalate(node_name, incident, why, NodeState.REMEDIATING)
         self.nodes.change_node(
             node_name, NodeChange(annotations={nodes.REMEDIATION_DONE_ANNOTATION: request.request_id})
         )
@@ -389,16 +401,10 @@ class RemediationHandler:
         incident_event = self.store.get(incident)
         if incident_event is not None:
             self.store.append([remediated_event(request, incident_event.event, result.message)])
-        self._move(
-            node_name,
-            NodeState.RECERTIFYING,
-            f"{request.kind.value} done: {result.message}",
-            incident,
-            NodeState.REMEDIATING,
-        )
-        self.observer.action(
-            STAGE, "remediated", node_name, {"request_id": request.request_id, "message": result.message}
-        )
+        reason = f"{request.kind.value} done: {result.message}"
+        self._move(node_name, NodeState.RECERTIFYING, reason, incident, NodeState.REMEDIATING)
+        detail = {"request_id": request.request_id, "message": result.message}
+        self.observer.action(STAGE, "remediated", node_name, detail)
         return {
             "disposition": "remediated",
             "request_id": request.request_id,

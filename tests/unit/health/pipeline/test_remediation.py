@@ -273,3 +273,25 @@ def test_the_webhook_provider_posts_the_request_with_a_bearer_token(webhook) -> 
 def test_an_unreachable_webhook_is_a_failure_not_a_crash() -> None:
     result = remediation.WebhookProvider("http://127.0.0.1:9/none", timeout_seconds=2).remediate(REQUEST)
     assert not result.succeeded
+
+
+def test_a_crash_between_recording_the_request_and_moving_the_state_resumes_the_same_request(
+    store, clock, observer
+) -> None:
+    fleet = cluster()
+    policy = policy_with(*PIPELINE)
+    first = Pipeline(store, fleet, policy, clock, observer, owner="first")
+    store.append([xid("n1")])
+    first.run_first(2)
+    expected = remediation.request_id("n1", RemediationKind.REBOOT_NODE, 1)
+    for lost in ("annotation-only", "transition-only"):
+        # one run died after writing the request on the node, another after moving the state but losing the note
+        if lost == "annotation-only":
+            fleet.change_node("n1", NodeChange(annotations={"sentinel.dsx.run/remediation": json.dumps({"bogus": 1})}))
+        else:
+            store.transition("n1", NodeState.REMEDIATING, reason="x", event_sequence=1, expected=NodeState.DRAINED)
+            fleet.change_node("n1", NodeChange(annotations={"sentinel.dsx.run/remediation": None}))
+    pipeline = Pipeline(store, fleet, policy, clock, observer, owner="second")
+    pipeline.settle()
+    assert [r.request_id for r in pipeline.provider.requests] == [expected]
+    assert store.node_state("n1").state is NodeState.HEALTHY
