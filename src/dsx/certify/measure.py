@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dsx.certify import thresholds
+from dsx.certify import catalog, thresholds
 from dsx.certify.executor import RunOutcome
 from dsx.certify.local import worker
 from dsx.certify.parsing import nccl, profiles, training
@@ -123,7 +123,7 @@ def measure(outcome: RunOutcome) -> Measurement:
 
 
 def _training_measurement(outcome: RunOutcome) -> Measurement:
-    profile = profiles.load("dsx-train")
+    profile = _training_profile(outcome.run.category, outcome.launcher_log)
     summary = training.parse(outcome.launcher_log, profile)
     metrics: dict[model.Metric, float] = {}
     if summary.step_time_seconds is not None:
@@ -139,6 +139,22 @@ def _training_measurement(outcome: RunOutcome) -> Measurement:
         if node_summary.step_time_seconds is not None:
             per_node[node] = node_summary.step_time_seconds.mean
     return Measurement(metrics=metrics, node_step_seconds=per_node)
+
+
+def _training_profile(category: catalog.Category, text: str) -> profiles.LogProfile:
+    """The workload's log profile, leaving out the warm-up steps of the shape that ran.
+
+    The log names its step count (`iteration 3/12`); the local and the cluster shape differ in
+    it, so it tells which shape's warm-up to skip.
+    """
+    profile = profiles.load("dsx-train")
+    logged = training.parse(text, profile).steps
+    total = next((s.total_steps for s in reversed(logged) if s.total_steps is not None), None)
+    shapes = [s for s in (category.local_training, category.training) if s is not None]
+    shape = next((s for s in shapes if s.steps == total), None)
+    if shape is None or shape.warmup_steps == profile.warmup_steps:
+        return profile
+    return replace(profile, warmup_steps=shape.warmup_steps)
 
 
 def _execution_failure(outcome: RunOutcome) -> model.Failure | None:
@@ -227,8 +243,6 @@ def _tail(text: str, count: int) -> tuple[str, ...]:
 
 
 def _stamped(failure: model.Failure, run: str) -> model.Failure:
-    from dataclasses import replace
-
     return replace(failure, run=run)
 
 

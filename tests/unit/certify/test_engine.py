@@ -1,0 +1,154 @@
+"""Area of concern: the engine's whole flow on a scripted executor — screening, calibration,
+judging, isolation, per-node verdicts and the overall result — blames exactly the faulty
+nodes with the reason of the run that confirmed them, and nobody else."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsx.certify import calibration, catalog, engine
+from dsx.certify.executor import Purpose
+from dsx.certify.fake_executor import FakeExecutor
+from dsx.errors import BadInputError, NotFoundError
+from dsx.model import certification as model
+
+ALL_REDUCE = model.Certification(categories=(model.CategoryRequest("nccl-all-reduce"),))
+
+
+def _failed(result: engine.CertificationResult) -> dict[str, model.NodeVerdict]:
+    return {n: v for n, v in result.node_verdicts.items() if v.status is model.Status.FAILED}
+
+
+def test_healthy_nodes_pass_in_one_screening_run_after_calibration() -> None:
+    executor = FakeExecutor(8)
+    events: list[engine.Event] = []
+    result = engine.certify(ALL_REDUCE, executor, progress=events.append)
+    assert result.result is model.Result.PASSED
+    assert result.failed_nodes == []
+    (category,) = result.categories
+    assert category.runs == 1 and category.calibration_runs == engine.CALIBRATION_RUNS
+    assert [r.purpose for r in executor.runs] == [Purpose.CALIBRATION, Purpose.CALIBRATION, Purpose.GROUP]
+    assert executor.runs[-1].reference == category.references[8]  # the run carries the yardstick it is judged by
+    assert category.isolation is None
+    assert events[-1].groups_done == events[-1].groups_total == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        (model.FaultKind.SLOW, model.Reason.THRESHOLD_VIOLATION),
+        (model.FaultKind.CRASH, model.Reason.WORKLOAD_FAILED),
+        (model.FaultKind.HANG, model.Reason.TIMEOUT),
+        (model.FaultKind.CORRUPT, model.Reason.WRONG_RESULTS),
+    ],
+)
+def test_one_faulty_node_is_found_with_its_reason(fault: model.FaultKind, reason: model.Reason) -> None:
+    result = engine.certify(ALL_REDUCE, FakeExecutor(8, faults={"node-5": fault}))
+    assert result.result is model.Result.FAILED
+    failed = _failed(result)
+    assert sorted(failed) == ["node-5"]
+    failure = failed["node-5"].failure
+    assert failure is not None and failure.reason is reason
+    if fault is model.FaultKind.SLOW:
+        assert failure.measured is not None and failure.expected is not None
+        assert failure.measured < failure.expected
+    isolation = result.categories[0].isolation
+    assert isolation is not None and sorted(isolation.faulty) == ["node-5"]
+    assert isolation.runs <= engine.isolation_bound(8, 1)  # k·⌈log2(N/k)⌉ + 2k = 5
+
+
+def test_two_faulty_nodes_are_both_found_and_no_healthy_node_is_blamed() -> None:
+    faults = {"node-2": model.FaultKind.CORRUPT, "node-6": model.FaultKind.CRASH}
+    result = engine.certify(ALL_REDUCE, FakeExecutor(8, faults=faults))
+    failed = _failed(result)
+    assert sorted(failed) == ["node-2", "node-6"]
+    assert failed["node-2"].failure is not None and failed["node-2"].failure.reason is model.Reason.WRONG_RESULTS
+    assert failed["node-6"].failure is not None and failed["node-6"].failure.reason is model.Reason.WORKLOAD_FAILED
+    assert [n for n, v in result.node_verdicts.items() if v.status is model.Status.PASSED] == [
+        f"node-{i}" for i in (0, 1, 3, 4, 5, 7)
+    ]
+
+
+def test_without_isolation_the_whole_failed_group_carries_the_failure() -> None:
+    spec = model.Certification(categories=ALL_REDUCE.categories, isolate=False)
+    result = engine.certify(spec, FakeExecutor(4, faults={"node-1": model.FaultKind.CORRUPT}))
+    assert result.failed_nodes == ["node-0", "node-1", "node-2", "node-3"]
+    assert result.categories[0].runs == 1
+
+
+def test_cordoned_nodes_are_excluded_and_make_the_result_incomplete() -> None:
+    nodes = [model.CandidateNode(f"node-{i}", unschedulable=(i == 3)) for i in range(4)]
+    result = engine.certify(ALL_REDUCE, FakeExecutor(nodes))
+    assert result.result is model.Result.INCOMPLETE
+    assert result.excluded == {"node-3": model.ExclusionCause.CORDONED}
+    assert result.node_verdicts["node-3"].status is model.Status.EXCLUDED
+    assert result.categories[0].groups[0].group.nodes == ("node-0", "node-1", "node-2")
+
+
+def test_a_calibration_store_supplies_references_measured_before() -> None:
+    stored = calibration.Calibration()
+    first = engine.certify(ALL_REDUCE, FakeExecutor(8, faults={"node-5": model.FaultKind.SLOW}), calibration=stored)
+    assert first.categories[0].calibration_runs > 0
+    again = FakeExecutor(8, faults={"node-5": model.FaultKind.SLOW})
+    second = engine.certify(ALL_REDUCE, again, calibration=stored)
+    assert second.categories[0].calibration_runs == 0
+    assert all(r.purpose is not Purpose.CALIBRATION for r in again.runs)
+    assert second.failed_nodes == ["node-5"]
+    key = calibration.shape_key(catalog.get("nccl-all-reduce"), 8)
+    restored = calibration.Calibration.from_dict(stored.to_dict(), source="test")
+    assert restored.references[key] == stored.references[key]
+
+
+def test_a_calibration_file_from_another_host_is_refused() -> None:
+    raw = calibration.Calibration(host="elsewhere").to_dict()
+    with pytest.raises(BadInputError, match="measured on host 'elsewhere'"):
+        calibration.Calibration.from_dict(raw, source="cal.json")
+
+
+def test_executors_without_calibration_judge_against_catalog_thresholds() -> None:
+    spec = model.Certification(
+        categories=ALL_REDUCE.categories, thresholds={model.Metric.BUS_BANDWIDTH_GBPS: "value >= 150.0"}
+    )
+    result = engine.certify(spec, FakeExecutor(2, calibrates=False))  # fake: 100 GB/s algbw, busbw 100 at 2 ranks
+    failure = result.node_verdicts["node-0"].failure
+    assert result.result is model.Result.FAILED
+    assert failure is not None and failure.expected == 150.0
+    assert result.categories[0].calibration_runs == 0
+
+
+def test_node_certification_runs_node_level_categories_on_one_node_alone() -> None:
+    spec = engine.node_certification("node-1")
+    assert [c.name for c in spec.categories] == list(engine.NODE_CATEGORIES)
+    executor = FakeExecutor(3, faults={"node-2": model.FaultKind.SLOW})
+    result = engine.certify(spec, executor)
+    assert result.result is model.Result.PASSED
+    assert list(result.node_verdicts) == ["node-1"]
+    assert {r.nodes for r in executor.runs if r.purpose is Purpose.GROUP} == {("node-1",)}
+    assert all(r.ranks_per_node == 2 for r in executor.runs)
+    slow = engine.certify(engine.node_certification("node-2"), FakeExecutor(3, faults={"node-2": model.FaultKind.SLOW}))
+    assert slow.failed_nodes == ["node-2"]
+
+
+def test_plan_lists_the_screening_runs_per_category_and_group() -> None:
+    nodes = [model.CandidateNode(f"n{i}", labels={"nvidia.com/gpu.clique": f"c{i // 2}"}) for i in range(4)]
+    spec = model.Certification(
+        categories=(model.CategoryRequest("nccl-all-reduce"), model.CategoryRequest("nccl-loopback"))
+    )
+    runs = engine.plan(spec, FakeExecutor(nodes))
+    assert [(r.name, r.nodes) for r in runs] == [
+        ("nccl-all-reduce/domain-c0", ("n0", "n1")),
+        ("nccl-all-reduce/domain-c1", ("n2", "n3")),
+        ("nccl-loopback/n0", ("n0",)),
+        ("nccl-loopback/n1", ("n1",)),
+        ("nccl-loopback/n2", ("n2",)),
+        ("nccl-loopback/n3", ("n3",)),
+    ]
+
+
+def test_bad_requests_fail_before_any_run() -> None:
+    executor = FakeExecutor(2)
+    with pytest.raises(NotFoundError, match="nccl-nope"):
+        engine.certify(model.Certification(categories=(model.CategoryRequest("nccl-nope"),)), executor)
+    with pytest.raises(BadInputError, match="no eligible node"):
+        engine.certify(model.Certification(target=model.Target(node_names=("gone",))), executor)
+    assert executor.runs == []
