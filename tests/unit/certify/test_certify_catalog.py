@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dsx.certify import catalog, thresholds
+from dsx.certify.local import executor as local_executor
 from dsx.errors import BadInputError, CatalogError, NotFoundError
 from dsx.model import certification as model
 
@@ -88,3 +89,31 @@ def test_a_category_file_must_cite_its_sources(tmp_path) -> None:  # type: ignor
     broken.write_text(text.replace('source: local calibration; see README.md, "Local thresholds"', "source: ''"))
     with pytest.raises(CatalogError, match="source"):
         catalog.load_file(broken)
+
+
+THROTTLED = {model.Metric.BUS_BANDWIDTH_GBPS, model.Metric.ALG_BANDWIDTH_GBPS, model.Metric.AVG_STEP_TIME_SECONDS}
+
+
+@pytest.mark.parametrize("name", catalog.names())
+def test_a_slow_node_lands_beyond_every_local_threshold_and_a_healthy_one_within(name: str) -> None:
+    """The local slow fault caps bandwidth at reference / SLOW_FACTOR and floors step time at
+    reference × SLOW_FACTOR; every local floor must sit between that and the reference itself."""
+    category = catalog.get(name)
+    assert category.local_thresholds, f"{name}: local runs need a threshold to judge slow nodes"
+    for rule in category.local_thresholds:
+        assert rule.metric in THROTTLED, f"{name}: the slow fault does not throttle {rule.metric.value}"
+        factor = thresholds.expected_value(rule.expression, 1.0)
+        assert factor is not None, f"{name}: {rule.expression} is not `value OP X * reference`"
+        if rule.metric is model.Metric.AVG_STEP_TIME_SECONDS:
+            assert "<=" in rule.expression and 1.0 < factor < local_executor.SLOW_FACTOR
+        else:
+            assert ">=" in rule.expression and 1.0 / local_executor.SLOW_FACTOR < factor < 1.0
+
+
+def test_platforms_are_sourced_and_one_is_the_fallback() -> None:
+    platforms = catalog.platforms()
+    assert {"efa", "infiniband", "tcp"} <= set(platforms)
+    assert [p.name for p in platforms.values() if not p.detect_resource] == ["tcp"]
+    for platform in platforms.values():
+        assert platform.source
+        assert set(platform.request_all_of) <= ({platform.detect_resource} - {""})

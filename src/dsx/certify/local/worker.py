@@ -457,8 +457,10 @@ def serve() -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
     import torch.distributed
+    from torch.nn.parallel import DistributedDataParallel  # noqa: F401  (imported once, for every child)
 
     torch.set_num_threads(1)
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # an optimizer's first use imports for seconds
     children: dict[int, str] = {}
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")
