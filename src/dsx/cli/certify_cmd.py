@@ -19,8 +19,8 @@ DEFAULT_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
 """Kubernetes target without a selector: every node GPU Feature Discovery marked (as NVCRE)."""
 LOCAL_RUN_TIMEOUT_SECONDS = 120.0
 """A local run of the default sweep takes seconds; two minutes means something is wrong."""
-LOCAL_STALL_TIMEOUT_SECONDS = 12.0
-"""Local ranks print a row every few hundred ms; 12 s of silence is a hang, even on a busy box."""
+LOCAL_STALL_TIMEOUT_SECONDS = 10.0
+"""Local ranks mark every operation they finish; 10 s without one is a hang, even on a busy box."""
 
 
 @click.group()
