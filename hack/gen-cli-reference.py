@@ -37,7 +37,9 @@ command: 0 ok, 1 a check failed, 2 bad input, 3 not found, 4 unauthorized or for
 
 
 def _context(command: click.Command, name: str, parent: click.Context | None) -> click.Context:
-    return click.Context(command, info_name=name, parent=parent, terminal_width=WIDTH, max_content_width=WIDTH)
+    """The context `dsx` itself would build (the command's context settings apply), at a fixed width."""
+    settings = {**command.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    return click.Context(command, info_name=name, parent=parent, **settings)
 
 
 def walk(command: click.Command, ctx: click.Context) -> Iterator[tuple[click.Context, click.Command]]:

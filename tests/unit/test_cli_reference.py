@@ -78,3 +78,17 @@ def test_check_mode_reports_a_stale_file(
     assert "is stale" in capsys.readouterr().out
     assert generator.main([]) == 0
     assert generator.main(["--check"]) == 0
+
+
+def test_the_reference_does_not_depend_on_what_ran_before(
+    generator: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """click caches each command's help option; the reference must match real `dsx … --help` either way."""
+    from dsx.cli.main import main
+
+    for argv in (["--help"], ["sim", "up", "-h"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+    shown = capsys.readouterr().out
+    assert "-h, --help" in shown
+    assert generator.render() == REFERENCE.read_text(encoding="utf-8")

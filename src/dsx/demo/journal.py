@@ -85,6 +85,8 @@ class Journal:
     wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     steps: list[StepRecord] = field(default_factory=list)
     timeline: list[TimelineEntry] = field(default_factory=list)
+    interrupted: bool = False
+    """Set when Ctrl-C or SIGTERM cut the run short, wherever it landed: such a run never passes."""
 
     def __post_init__(self) -> None:
         self._began = self.clock()
@@ -128,6 +130,7 @@ class Journal:
             self._record(name, title, StepStatus.FAILED, started, str(exc))
             return False
         except KeyboardInterrupt:
+            self.interrupted = True
             self._record(name, title, StepStatus.FAILED, started, "interrupted")
             raise
         except Exception as exc:  # a bug in a piece: reported as the step's failure, the demo goes on to clean up
@@ -144,4 +147,4 @@ class Journal:
 
     @property
     def passed(self) -> bool:
-        return bool(self.steps) and all(s.status is StepStatus.PASSED for s in self.steps)
+        return not self.interrupted and bool(self.steps) and all(s.status is StepStatus.PASSED for s in self.steps)

@@ -456,6 +456,9 @@ def run(options: DemoOptions, say: Any) -> dict[str, Any]:
     try:
         with interrupts_as_keyboard_interrupt():
             demo.run()
+    except KeyboardInterrupt:
+        log.interrupted = True
+        raise
     finally:
         outcome = demo.outcome
         for role, relative in (

@@ -52,6 +52,7 @@ def summary(
         "kind": KIND,
         "generator": f"dsx/{__version__}",
         "result": "passed" if log.passed else "failed",
+        "interrupted": log.interrupted,
         "durationSeconds": round(log.elapsed(), 1),
         "cluster": dict(cluster),
         "steps": [s.to_dict() for s in log.steps],

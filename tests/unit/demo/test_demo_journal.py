@@ -102,6 +102,14 @@ def test_an_interrupt_is_recorded_then_propagates() -> None:
     with pytest.raises(KeyboardInterrupt):
         log.run("certify", "certify", interrupted)
     assert [(s.status, s.detail) for s in log.steps] == [(journal.StepStatus.FAILED, "interrupted")]
+    assert log.interrupted and not log.passed
+
+
+def test_an_interrupt_between_steps_still_fails_the_run() -> None:
+    log, _, _ = make()
+    log.run("recipe", "recipe", lambda: "ok")
+    log.interrupted = True  # what lifecycle.run records when Ctrl-C lands outside a step
+    assert not log.passed
 
 
 def test_notes_go_to_the_timeline_with_wall_clock_and_node() -> None:
