@@ -37,8 +37,12 @@ class KubeNodeOps:
     def list_nodes(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         return self.client.list_nodes(labels)
 
-    def change_node(self, name: str, change: NodeChange) -> dict[str, Any]:
-        node = self.client.get_node(name)
+    def change_node(self, name: str, change: NodeChange, *, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        node = (
+            dict(current)
+            if current and (current.get("metadata") or {}).get("resourceVersion")
+            else self.client.get_node(name)
+        )
         for _ in range(CONFLICT_RETRIES):
             if not change.changes(node):
                 return node

@@ -159,6 +159,8 @@ class DrainHandler:
         self._lock = threading.Lock()
 
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
+        if not self.switch.enabled:
+            return stages.same_outcome(events, StageStatus.SKIPPED, disposition="stage-disabled")
         status = self.store.node_state(node_name)
         if status.state not in (NodeState.QUARANTINED, NodeState.DRAINING) or status.event_sequence is None:
             return stages.same_outcome(

@@ -81,7 +81,7 @@ class InMemoryNodeOps:
         with self._lock:
             return [copy.deepcopy(n) for _, n in sorted(self._nodes.items()) if nodes.selected(n, dict(labels or {}))]
 
-    def change_node(self, name: str, change: NodeChange) -> dict[str, Any]:
+    def change_node(self, name: str, change: NodeChange, *, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
         with self._lock:
             node = self._nodes.get(name)
             if node is None:

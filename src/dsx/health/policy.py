@@ -2,10 +2,11 @@
 
 Why one file: an operator reviews one document to know what the sentinel may do to a fleet.
 Stages that change the cluster (quarantine, drain, remediation, recertify, validation) are
-OFF unless the file (or `--enable`) turns them on, as NVSentinel ships observing only. A
-global `dry_run` and a per-stage `dry_run` make a stage record what it would do without
-touching the cluster or the node states (so the stages after it stay idle: to see the whole
-chain without acting, use `dsx sentinel replay`).
+OFF unless the file (or `--enable`) turns them on, as NVSentinel ships observing only; a stage
+that is off records `stage-disabled` for each event and does nothing else. A global `dry_run`
+and a per-stage `dry_run` make an enabled stage record what it would do without touching the
+cluster or the node states (so the stages after it stay idle: to see the whole chain without
+acting, use `dsx sentinel replay`).
 
 Keys are snake_case like the other `dsx.health/v1alpha1` kinds; units are in the names. Every
 error names the file and the field. A section left out takes the shipped defaults (a policy

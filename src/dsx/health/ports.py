@@ -156,8 +156,12 @@ class NodeOps(Protocol):
 
     def list_nodes(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]: ...
 
-    def change_node(self, name: str, change: NodeChange) -> dict[str, Any]:
-        """Apply `change` in one write (nothing is written when it changes nothing); the node after."""
+    def change_node(self, name: str, change: NodeChange, *, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Apply `change` in one write (nothing is written when it changes nothing); the node after.
+
+        `current` is the node as the caller just read it: an implementation may write against it
+        without reading again (and must re-read when the node changed in between).
+        """
         ...
 
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ from typing import Any
 
 from dsx import cel
 from dsx.errors import ConflictError, NotFoundError
-from dsx.health import incidents, nodes
+from dsx.health import incidents, nodes, stages
 from dsx.health.breaker import CircuitBreaker
 from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent
 from dsx.health.policy import QuarantineSettings, SentinelPolicy, Stage
@@ -216,6 +216,8 @@ class QuarantineHandler:
         return datetime.fromtimestamp(self._clock(), UTC)
 
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
+        if not self.switch.enabled:
+            return stages.same_outcome(events, StageStatus.SKIPPED, disposition="stage-disabled")
         try:
             node = self.nodes.get_node(node_name)
         except NotFoundError:
@@ -247,7 +249,7 @@ class QuarantineHandler:
             )
         except ConflictError:
             return node
-        node = self.nodes.change_node(name, release_change(node, uncordon=False))
+        node = self.nodes.change_node(name, release_change(node, uncordon=False), current=node)
         self.nodes.record_event(name, "QuarantineCancelled", "manual uncordon detected; sentinel marks removed")
         self.observer.action(STAGE, "manual-uncordon", name, {"previous_state": status.state.value})
         return node
@@ -313,7 +315,7 @@ class QuarantineHandler:
     ) -> tuple[StageOutcome, dict[str, Any]]:
         name = stored.event.node_name
         change = mark_change(node, decision, stored, _reason(decision, stored.event), self._now())
-        node = self.nodes.change_node(name, change)
+        node = self.nodes.change_node(name, change, current=node)
         if not resumed:
             self.observer.fault_to_cordon(max(0.0, self._clock() - stored.event.generated_at.timestamp()))
         self.observer.action(STAGE, "quarantine", name, decision.to_dict())

@@ -129,6 +129,8 @@ class RecertifyHandler:
         self._clock = clock
 
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
+        if not self.switch.enabled:
+            return stages.same_outcome(events, StageStatus.SKIPPED, disposition="stage-disabled")
         status = self.store.node_state(node_name)
         incident = status.event_sequence
         if status.state is not NodeState.RECERTIFYING or incident is None:
@@ -162,7 +164,7 @@ class RecertifyHandler:
 
     def _release(self, node_name: str, incident: int, request_id: int) -> dict[str, Any]:
         node = self.nodes.get_node(node_name)
-        self.nodes.change_node(node_name, release_change(node))
+        self.nodes.change_node(node_name, release_change(node), current=node)
         try:
             self.store.transition(
                 node_name, NodeState.HEALTHY, reason=f"re-certification passed (request {request_id})",

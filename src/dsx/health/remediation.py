@@ -308,6 +308,8 @@ class RemediationHandler:
         self._clock = clock
 
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
+        if not self.switch.enabled:
+            return stages.same_outcome(events, StageStatus.SKIPPED, disposition="stage-disabled")
         status = self.store.node_state(node_name)
         incident = status.event_sequence
         if status.state not in (NodeState.DRAINED, NodeState.REMEDIATING) or incident is None:

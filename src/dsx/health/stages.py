@@ -33,7 +33,7 @@ from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredE
 log = logging.getLogger("dsx.sentinel")
 
 MAX_UPSTREAM_LOOKUPS = 200
-"""Per step, events past the upstream cursor whose upstream record is looked up one by one."""
+"""Per lookup round, events past the upstream cursor whose upstream record is looked up one by one."""
 
 
 class StageHandler(Protocol):
@@ -106,6 +106,11 @@ class StageRunner:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"stage-{handler.name}") if workers else None
         self._running: dict[str, _Dispatch] = {}
         self._held: set[int] = set()
+        self._known: dict[int, StoredEvent] = {}
+        """Claimed and not yet acknowledged (running, or waiting for upstream or a retry)."""
+        self._seen = 0
+        self._claimed_at = -float("inf")
+        self._lookups_due = 0.0
         self._not_before: dict[str, float] = {}
         self.errors = 0
 
@@ -123,12 +128,11 @@ class StageRunner:
         Returns how many events were acknowledged or handed to a worker (0: nothing to do now).
         """
         progressed = self._collect()
-        batch = self.store.claim(
-            self.handler.name, self.owner, limit=self.batch_size + len(self._held), lease_seconds=self.lease_seconds
-        )
-        fresh = [stored for stored in batch if stored.sequence not in self._held]
         now = self._clock()
-        for node, events in self._ready_by_node(fresh).items():
+        if self.store.last_sequence() > self._seen or now - self._claimed_at > self.lease_seconds / 3:
+            self._claim(now)
+        fresh = [stored for sequence, stored in sorted(self._known.items()) if sequence not in self._held]
+        for node, events in self._ready_by_node(fresh, now).items():
             if node in self._running or self._not_before.get(node, 0.0) > now:
                 continue
             sequences = [stored.sequence for stored in events]
@@ -147,11 +151,32 @@ class StageRunner:
                 future.add_done_callback(lambda _: self.waker.poke())
         return progressed
 
-    def _ready_by_node(self, fresh: Sequence[StoredEvent]) -> dict[str, list[StoredEvent]]:
-        """Per node, the leading events the upstream stage is done with."""
+    def _claim(self, now: float) -> None:
+        """Claim new events, and renew the leases of those already held (a claim by the same owner does both).
+
+        Claims happen only when the store holds something newer than what was claimed, or when the
+        leases need renewing: re-reading events already in hand on every wake-up would cost a
+        parse per held event per wake-up (quadratic in a mass failure).
+        """
+        batch = self.store.claim(
+            self.handler.name, self.owner, limit=self.batch_size + len(self._known), lease_seconds=self.lease_seconds
+        )
+        self._claimed_at = now
+        for stored in batch:
+            self._known.setdefault(stored.sequence, stored)
+            self._seen = max(self._seen, stored.sequence)
+
+    def _ready_by_node(self, fresh: Sequence[StoredEvent], now: float) -> dict[str, list[StoredEvent]]:
+        """Per node, the leading events the upstream stage is done with.
+
+        Events past the upstream cursor are looked up one by one (so one node stuck upstream does
+        not hold back the others), at most once a second: a moving cursor soon covers them anyway.
+        """
         upstream = self.handler.upstream
         cursor = self.store.cursor(upstream) if upstream else 0
-        lookups = 0
+        lookups = 0 if now >= self._lookups_due else MAX_UPSTREAM_LOOKUPS
+        if upstream and any(s.sequence > cursor for s in fresh) and lookups == 0:
+            self._lookups_due = now + 1.0
         blocked: set[str] = set()
         out: dict[str, list[StoredEvent]] = {}
         for stored in sorted(fresh, key=lambda s: s.sequence):
@@ -184,6 +209,8 @@ class StageRunner:
     def _finish(self, dispatch: _Dispatch) -> int:
         self._held.difference_update(dispatch.sequences)
         outcomes = dispatch.outcomes or []
+        for result in outcomes:
+            self._known.pop(result.sequence, None)
         if dispatch.error is not None:
             self.errors += 1
             log.warning(

@@ -130,16 +130,21 @@ def test_the_opt_out_label_is_honoured(store, clock, observer) -> None:
     assert fleet.writes() == []
 
 
-def test_dry_run_and_a_disabled_stage_touch_nothing_and_say_what_they_would_do(store, clock, observer) -> None:
-    for chosen in (policy_with(Stage.QUARANTINE).with_overrides(dry_run=True), policy_with()):
-        fleet = cluster()
-        h = handler(store, fleet, chosen, clock, observer)
-        records = run(store, h, xid("n1", at=timedelta(seconds=len(store.events()))))
-        last = records[max(records)]
-        assert last["disposition"] == "planned"
-        assert last["would"]["cordon"] is True
-        assert fleet.writes() == []
-        assert store.node_state("n1").state is NodeState.HEALTHY
+def test_dry_run_touches_nothing_and_says_what_it_would_do(store, clock, observer) -> None:
+    fleet = cluster()
+    h = handler(store, fleet, policy_with(Stage.QUARANTINE).with_overrides(dry_run=True), clock, observer)
+    records = run(store, h, xid("n1"))
+    assert records[1]["disposition"] == "planned"
+    assert records[1]["would"]["cordon"] is True
+    assert fleet.writes() == []
+    assert store.node_state("n1").state is NodeState.HEALTHY
+
+
+def test_a_disabled_stage_does_nothing_not_even_read_the_node(store, clock, observer) -> None:
+    fleet = cluster([])  # no nodes at all: a read would fail
+    records = run(store, handler(store, fleet, policy_with(), clock, observer), xid("n1"))
+    assert records[1]["disposition"] == "stage-disabled"
+    assert store.node_state("n1").state is NodeState.HEALTHY
 
 
 def test_a_node_someone_else_cordoned_is_never_uncordoned_by_us(store, clock, observer) -> None:
