@@ -8,7 +8,9 @@ Modes per namespace (first matching glob wins, else the default):
   which is recorded on the node so a restart does not reset it), then delete.
 
 Never drained: system namespaces, DaemonSet pods (they would come straight back), static
-(mirror) pods and finished pods. When the incident's strongest action is COMPONENT_RESET,
+(mirror) pods and finished pods. An event's `drain_overrides` apply to its incident: `force`
+evicts every namespace's pods at once (budgets still hold), `skip` leaves the pods and counts
+the node as drained. When the incident's strongest action is COMPONENT_RESET,
 only pods that use the affected GPUs leave: pods without GPUs stay, and pods that say which
 GPUs they use (annotation `sentinel.dsx.run/gpus`) stay when those are other GPUs.
 
@@ -71,9 +73,14 @@ def namespace_mode(namespace: str, settings: DrainSettings) -> NamespaceMode | N
 
 
 def plan(
-    pods: Sequence[Mapping[str, Any]], settings: DrainSettings, *, gpus: Sequence[str] | None = None
+    pods: Sequence[Mapping[str, Any]],
+    settings: DrainSettings,
+    *,
+    gpus: Sequence[str] | None = None,
+    immediate: bool = False,
 ) -> list[PodPlan]:
-    """Which pods leave and how. `gpus` (lower-cased identifiers) limits the drain to those GPUs' users."""
+    """Which pods leave and how. `gpus` (lower-cased identifiers) limits the drain to those GPUs' users;
+    `immediate` (an event's drain override) evicts every namespace's pods at once, budgets still honoured."""
     out = []
     for pod in pods:
         namespace, name = nodes.namespace(pod), nodes.name(pod)
@@ -84,7 +91,8 @@ def plan(
         if kept or mode is None:
             out.append(PodPlan(namespace, name, None, kept))
         else:
-            out.append(PodPlan(namespace, name, mode.mode, timeout_seconds=mode.timeout_seconds))
+            chosen = DrainMode.IMMEDIATE if immediate else mode.mode
+            out.append(PodPlan(namespace, name, chosen, timeout_seconds=mode.timeout_seconds))
     return sorted(out, key=lambda p: p.key)
 
 
@@ -200,10 +208,13 @@ class DrainHandler:
         return stages.same_outcome(events, StageStatus.DONE, disposition="drained", incident=incident)
 
     def _plan(self, node_name: str, incident: int) -> list[PodPlan]:
-        faults = incidents.open_faults_since(self.store, node_name, incident).values()
+        faults = list(incidents.open_faults_since(self.store, node_name, incident).values())
+        if any(f.drain_overrides.skip for f in faults):
+            return []  # an event asked for no drain: the node counts as drained
         partial = incidents.strongest_action(faults) is RecommendedAction.COMPONENT_RESET
         gpus = incidents.gpu_identifiers(faults) if partial else None
-        return plan(self.nodes.list_pods(node_name), self.settings, gpus=gpus)
+        immediate = any(f.drain_overrides.force for f in faults)
+        return plan(self.nodes.list_pods(node_name), self.settings, gpus=gpus, immediate=immediate)
 
     def _pass(self, node_name: str, incident: int) -> list[PodPlan]:
         """One round over the pods that must leave; returns those still there at its start."""

@@ -12,7 +12,7 @@ from dsx.health import drain, nodes, stages
 from dsx.health.breaker import CircuitBreaker
 from dsx.health.policy import DrainMode, DrainSettings, NamespaceMode, Stage
 from dsx.health.quarantine import QuarantineHandler
-from dsx.model.health import NodeState
+from dsx.model.health import BehaviourOverrides, NodeState
 
 from .builders import cluster, gpu_check, pod, policy_with, xid
 
@@ -169,3 +169,19 @@ def test_dry_run_lists_the_pods_it_would_evict(store, clock, observer) -> None:
     assert record.detail["would"] == [{"pod": "team-a/trainer", "mode": "Immediate"}]
     assert store.node_state("n1").state is NodeState.QUARANTINED
     assert fleet.writes("evict") == []
+
+
+def test_drain_overrides_force_immediate_eviction_or_skip_the_drain(store, clock, observer) -> None:
+    forced = Harness(store, clock, observer, [pod("batch-1", "job", "n1"), pod("inference", "srv", "n1")])
+    store.append([dataclasses.replace(xid("n1"), drain_overrides=BehaviourOverrides(force=True))])
+    forced.settle()
+    assert sorted(w.target for w in forced.fleet.writes("evict")) == ["batch-1/job", "inference/srv"]
+    assert forced.state() is NodeState.DRAINED
+
+
+def test_a_skip_override_leaves_the_pods_and_counts_the_node_drained(store, clock, observer) -> None:
+    skipped = Harness(store, clock, observer, [pod("team-a", "trainer", "n1")])
+    store.append([dataclasses.replace(xid("n1"), drain_overrides=BehaviourOverrides(skip=True))])
+    skipped.settle()
+    assert skipped.state() is NodeState.DRAINED
+    assert skipped.fleet.writes("evict") == [] and len(skipped.fleet.list_pods("n1")) == 1
