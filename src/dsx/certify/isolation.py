@@ -308,7 +308,8 @@ class Isolator:
                 parent = pending[0][1]
                 pending.clear()
                 answer = yield _Request((union,), Stage.SWEEP, parent, references=(_pad(union),))
-                if answer.untestable:
+                if answer.untestable:  # never cleared and nothing to clear them against: still suspects
+                    self._unresolve(union, self._detail(parent))
                     return
                 if answer.verdicts[0].passed:
                     self._healthy(ident, union)
@@ -381,6 +382,7 @@ class Isolator:
         inferred_set, sibling, parent = origin
         answer = yield _Request((inferred_set,), Stage.BACKTRACK, parent, references=(_pad(inferred_set),))
         if answer.untestable:
+            self._unresolve((n for n in inferred_set if n not in self.outcome.healthy), self._detail(parent))
             return
         verdict = answer.verdicts[0]
         if verdict.passed:
@@ -434,6 +436,9 @@ class Isolator:
         self.outcome.healthy.update(nodes)
         recent = self._recent.setdefault(ident, [])
         self._recent[ident] = nodes + [n for n in recent if n not in nodes]
+
+    def _detail(self, probe: int | None) -> Any:
+        return self.outcome.probes[probe].detail if probe is not None else None
 
     def _unresolve(self, nodes: Iterable[str], detail: Any) -> None:
         for node in nodes:

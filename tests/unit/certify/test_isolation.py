@@ -98,3 +98,16 @@ def test_budget_formula() -> None:
     assert engine.isolation_bound(232, 1) == 1 * 8 + 2
     assert engine.isolation_bound(1024, 4) == 4 * 8 + 8
     assert engine.isolation_bound(8, 0) == 0
+
+
+@pytest.mark.parametrize("count", range(2, 8))
+def test_without_any_known_good_node_no_bad_node_goes_unreported_and_no_good_one_is_confirmed(count: int) -> None:
+    """One failed group and nothing known good (k may reach N): every bad node ends confirmed or
+    unresolved (reported failed); a node confirmed faulty is always a bad one."""
+    nodes = _nodes(count)
+    for faulty in range(1, count + 1):
+        for bad in itertools.combinations(nodes, faulty):
+            fabric = simulated_fabric.SimulatedFabric.with_faults(bad)
+            outcome = isolation.Isolator(fabric).isolate([tuple(nodes)])
+            assert set(bad) <= set(outcome.faulty) | set(outcome.unresolved), bad
+            assert set(outcome.faulty) <= set(bad), bad
