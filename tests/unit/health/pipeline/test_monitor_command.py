@@ -1,0 +1,137 @@
+"""Area of concern: `dsx sentinel monitor kernel-log` as its own process — it sends what it reads to a
+store or to a sentinel's /v1/events, keeps its cursor so a second run sends nothing twice, keeps
+the lines when the sentinel refuses them (bad token: nothing committed), and refuses bad flags."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsx.api import security
+from dsx.cli.main import main
+from dsx.controllers import http, telemetry
+from dsx.health import ingest, pipeline_status
+from dsx.health.inmemory import InMemoryEventStore
+from dsx.store import open_store
+
+TOKEN = "monitor-test-token-0123456789"
+LINES = [
+    "[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.",
+    "[ 1300.1] some unrelated kernel line",
+    "[ 1301.0] NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=python, An uncorrectable double bit error",
+]
+
+
+def dsx(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(argv))
+    return int(exit_info.value.code or 0), capsys.readouterr().err
+
+
+@pytest.fixture
+def kern_log(tmp_path: Path) -> Path:
+    path = tmp_path / "kern.log"
+    path.write_text("\n".join(LINES) + "\n")
+    return path
+
+
+def test_kernel_log_lines_go_to_a_store_once(capsys, tmp_path: Path, kern_log: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    args = [
+        "sentinel",
+        "monitor",
+        "kernel-log",
+        "--node",
+        "n1",
+        "--path",
+        str(kern_log),
+        "--state",
+        str(tmp_path / "cursor.json"),
+        "--store",
+        url,
+        "--once",
+    ]
+    code, err = dsx(capsys, *args)
+    assert code == 0 and "2 new event(s)" in err
+    with kern_log.open("a") as handle:
+        handle.write("[ 1400.0] NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception\n")
+    code, err = dsx(capsys, *args)
+    assert "1 new event(s)" in err
+    store = open_store(url)
+    try:
+        assert [s.event.error_codes for s in store.events()] == [("79",), ("48",), ("13",)]
+        assert {s.event.node_name for s in store.events()} == {"n1"}
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def sentinel_endpoint() -> Iterator[tuple[str, InMemoryEventStore]]:
+    store = InMemoryEventStore()
+
+    def accept(body: bytes) -> dict[str, Any]:
+        appended = store.append(ingest.parse_body(body))
+        return {"accepted": len(appended), "created": sum(1 for a in appended if a.created), "sequences": []}
+
+    server = http.SentinelHttpServer(
+        http.Routes(
+            ready=lambda: None,
+            metrics=telemetry.SentinelTelemetry().exposition,
+            status=lambda: pipeline_status.document(store, None),
+            ingest=accept,
+            authenticator=security.TokenAuthenticator(frozenset({security._digest(TOKEN)})),
+        ),
+        port=0,
+    )
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}", store
+    finally:
+        server.stop()
+
+
+def test_kernel_log_lines_are_posted_to_a_sentinel_and_kept_when_refused(
+    capsys, tmp_path: Path, kern_log: Path, sentinel_endpoint
+) -> None:
+    url, store = sentinel_endpoint
+    cursor = tmp_path / "cursor.json"
+    wrong, right = tmp_path / "wrong", tmp_path / "right"
+    wrong.write_text("not-the-token-0123456789\n")
+    right.write_text(TOKEN + "\n")
+    base = [
+        "sentinel",
+        "monitor",
+        "kernel-log",
+        "--node",
+        "n1",
+        "--path",
+        str(kern_log),
+        "--state",
+        str(cursor),
+        "--url",
+        url,
+        "--once",
+    ]
+    code, err = dsx(capsys, *base, "--token-file", str(wrong))
+    assert code == 4 and "401" in err
+    assert store.last_sequence() == 0
+    code, err = dsx(capsys, *base, "--token-file", str(right))
+    assert code == 0 and "2 new event(s)" in err  # the refused lines were not committed: sent now
+    assert [s.event.error_codes for s in store.events()] == [("79",), ("48",)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["kernel-log", "--path", "x", "--store", "memory:"], "--node is required"),
+        (["kernel-log", "--node", "n1", "--store", "memory:"], "give --path FILE or --journal"),
+        (["kernel-log", "--node", "n1", "--path", "x", "--url", "http://127.0.0.1:1"], "--url needs --token-file"),
+        (["kube", "--store", "memory:"], "--kubeconfig is required"),
+    ],
+)
+def test_bad_flags_are_one_line(capsys, argv: list[str], message: str) -> None:
+    code, err = dsx(capsys, "sentinel", "monitor", *argv)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
