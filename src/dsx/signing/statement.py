@@ -121,7 +121,7 @@ def verify_envelope(
     if envelope.payload_type != dsse.IN_TOTO_PAYLOAD_TYPE:
         raise TamperedError([Finding(source, f"payload type {envelope.payload_type!r}, expected in-toto")])
     result = dsse.check(envelope, trusted_keys)
-    findings = [Finding(f"key {k}", "signature does not match the signed statement") for k in result.invalid]
+    findings = [Finding(f"key {k}", f"signature in {source} does not match its statement") for k in result.invalid]
     if not result.verified:
         findings += [Finding(f"key {k}", "signed by a key that is not trusted") for k in result.untrusted]
     if findings:
