@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -110,15 +111,19 @@ class JoiningNodes:
         self.switch = policy.switch(Stage.VALIDATION)
         self.observer = observer
         self._clock = clock
-        self.since = self._baseline()
+        document = self._baseline()
+        self.since = float(document["watching_since"])
+        self.known = frozenset(document.get("known", ()))
 
-    def _baseline(self) -> float:
+    def _baseline(self) -> dict[str, Any]:
+        """When watching began and which GPU nodes existed then (kept in the store across restarts)."""
         document = self.store.load_breaker(BASELINE_DOCUMENT)
         if document is None:
-            document = {"watching_since": self._clock()}
+            present = sorted(nodes.name(n) for n in self.nodes.list_nodes(dict(self.selector)))
+            document = {"watching_since": self._clock(), "known": present}
             if self.switch.acting:
                 self.store.save_breaker(BASELINE_DOCUMENT, document)
-        return float(document["watching_since"])
+        return document
 
     def observe(self, node: Mapping[str, Any]) -> bool:
         """Called for every Node seen; True when it was newly held for validation."""
@@ -126,7 +131,9 @@ class JoiningNodes:
         if not nodes.selected(node, self.selector) or nodes.labels_of(node).get(nodes.CERTIFIED_LABEL) == "true":
             return False
         created = _created(node)
-        if created is None or created <= self.since or nodes.has_taint(node, self.settings.taint.key):
+        if created is None or not self._joined_after_baseline(name, created):
+            return False
+        if nodes.has_taint(node, self.settings.taint.key):
             return False
         if any(r.node_name == name and r.status in OPEN for r in self.store.validation_requests()):
             return False
@@ -143,6 +150,12 @@ class JoiningNodes:
         request = self.store.request_validation(name, reason(ValidationKind.JOINED, "joined the cluster"))
         self.observer.action(Stage.VALIDATION.value, "hold-joining-node", name, {"request_id": request.request_id})
         return True
+
+    def _joined_after_baseline(self, name: str, created: float) -> bool:
+        """creationTimestamp has whole seconds: within the baseline's second, the list of known nodes decides."""
+        if created > self.since:
+            return True
+        return created >= math.floor(self.since) and name not in self.known
 
 
 def _created(node: Mapping[str, Any]) -> float | None:

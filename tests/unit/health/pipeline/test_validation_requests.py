@@ -146,3 +146,16 @@ def test_recertification_waits_for_its_request_and_is_visible_meanwhile(store, c
     assert nodes.unschedulable(fleet.get_node("n1"))
     pipeline.settle()
     assert store.node_state("n1").state is NodeState.HEALTHY
+
+
+def test_within_the_baselines_second_the_known_nodes_decide(store, clock, observer) -> None:
+    """creationTimestamp has whole seconds; a node created in the same second as the baseline still joins."""
+    clock.advance(0.5)
+    fleet = cluster([])
+    fleet.add_node(joined("old", created="2026-11-29T12:00:00Z"))
+    watch = JoiningNodes(store, fleet, policy_with(Stage.VALIDATION), observer, clock=clock)
+    fleet.add_node(joined("new", created="2026-11-29T12:00:00Z"))
+    assert watch.observe(fleet.get_node("old")) is False
+    assert watch.observe(fleet.get_node("new")) is True
+    restarted = JoiningNodes(store, fleet, policy_with(Stage.VALIDATION), observer, clock=clock)
+    assert restarted.known == frozenset({"old"}) and restarted.since == watch.since
