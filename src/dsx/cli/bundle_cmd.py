@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dsx.cli import recipe_cmd
+from dsx.cli import recipe_cmd, signing_cmd
 from dsx.errors import BadInputError, CheckFailedError
 
 if TYPE_CHECKING:
     from dsx.model.recipe import Recipe
 
 DEPLOYERS = ("helm", "argocd", "argocd-helm", "flux", "helmfile")
-CRITERIA_PARAMS = ("service", "accelerator", "os_name", "intent", "platform", "nodes", "config_path", "snapshot_path")
 
 
 def source_date(environ: Mapping[str, str]) -> datetime | None:
@@ -35,27 +34,10 @@ def source_date(environ: Mapping[str, str]) -> datetime | None:
         raise BadInputError(f"SOURCE_DATE_EPOCH: {raw!r} is not a Unix timestamp in seconds") from exc
 
 
-def load_recipe(recipe_path: str | None, criteria: dict[str, Any]) -> Recipe:
-    """`--recipe FILE|-`, or the same criteria flags as `dsx recipe` resolved by the engine."""
-    from dsx.model import recipe as recipe_model
-
-    given = [k for k, v in criteria.items() if v is not None]
-    if recipe_path and given:
-        raise BadInputError("--recipe and criteria flags (--service, --accelerator, ...) are exclusive")
-    if recipe_path:
-        return recipe_model.load(recipe_path)
-    if not given:
-        raise BadInputError("give --recipe FILE (or -) or criteria flags such as --service eks --accelerator h100")
-    resolved: Recipe = recipe_cmd.resolve_from_flags(criteria, strict=False)
-    return resolved
-
-
 def lint_gate(recipe: Recipe) -> None:
     """Refuse to bundle values the target charts would silently ignore (offline: cache and catalog)."""
-    try:
-        import dsx.lint as lint
-    except ImportError:
-        return
+    import dsx.lint as lint
+
     report = lint.lint_recipe(recipe, lint.default_source(offline=True))
     if not report.ok:
         click.echo(report.text(), err=True, nl=False)
@@ -72,6 +54,7 @@ def lint_gate(recipe: Recipe) -> None:
 @click.option("--repo-path", default=".", show_default=True, help="Folder of the bundle inside --repo.")
 @click.option("--sign", is_flag=True, help="Write attestation/ with --key while building.")
 @click.option("--key", "key_path", type=click.Path(dir_okay=False), help="Private key for --sign.")
+@signing_cmd.passphrase_env_option("Environment variable holding the passphrase of an encrypted --key.")
 @click.option("--no-lint", is_flag=True, help="Skip checking values against the charts.")
 def bundle(
     recipe_path: str | None,
@@ -82,17 +65,22 @@ def bundle(
     repo_path: str,
     sign: bool,
     key_path: str | None,
+    passphrase_env: str,
     no_lint: bool,
     **criteria: Any,
 ) -> None:
-    """Render deployment artifacts (Helm, Argo CD, Flux, Helmfile) from a recipe."""
+    """Render deployment artifacts (Helm, Argo CD, Flux, Helmfile) from a recipe.
+
+    Example: dsx bundle --recipe recipe.yaml --deployer argocd --repo https://git.example.org/ops/gpu.git
+    --output bundle --sign --key ops.key
+    """
     from dsx.bundles import render, tree
-    from dsx.bundles.options import BundleOptions, Deployer
-    from dsx.signing import attest, keys
+    from dsx.bundles.options import PLACEHOLDER_REPO_URL, BundleOptions, Deployer
+    from dsx.signing import attest
 
     if sign != bool(key_path):
         raise BadInputError("--sign and --key go together: --sign --key KEYFILE")
-    recipe = load_recipe(recipe_path, {k: criteria.get(k) for k in CRITERIA_PARAMS})
+    recipe: Recipe = recipe_cmd.recipe_or_criteria(recipe_path, criteria, required=True)
     if recipe.metadata.digest and not recipe.verify_digest():
         click.echo(
             f"dsx: warning: {recipe.source}: metadata.digest does not match the content (edited by hand?); "
@@ -101,7 +89,13 @@ def bundle(
         )
     if not no_lint:
         lint_gate(recipe)
-    signer = keys.load_signer(Path(key_path), _passphrase()) if key_path else None
+    signer = signing_cmd.load_signer(key_path, passphrase_env) if key_path else None
+    if not repo_url and deployer in (Deployer.ARGOCD, Deployer.ARGOCD_HELM):
+        click.echo(
+            f"dsx: warning: no --repo given; the app-of-apps points at {PLACEHOLDER_REPO_URL}: "
+            "replace it before applying",
+            err=True,
+        )
     options = BundleOptions(
         repo_url=repo_url, revision=revision, repo_path=repo_path, created_at=source_date(os.environ)
     )
@@ -112,10 +106,3 @@ def bundle(
     click.echo(f"wrote {deployer} bundle {output}: {len(files.files)} files, recipe {recipe.content_digest()}")
     if signer is not None:
         click.echo(f"signed by key {signer.key_id}")
-
-
-def _passphrase() -> bytes | None:
-    from dsx.signing import keys
-
-    value = os.environ.get(keys.PASSPHRASE_ENV)
-    return value.encode("utf-8") if value else None

@@ -13,9 +13,6 @@ import click
 
 from dsx.cli import output as cli_output
 from dsx.cli import recipe_cmd
-from dsx.errors import BadInputError
-
-_CRITERIA_PARAMS = ("service", "accelerator", "os_name", "intent", "platform", "nodes", "config_path", "snapshot_path")
 
 
 @click.command("lint")
@@ -45,12 +42,8 @@ def lint(
     """
     import dsx.lint
     from dsx.cli import main as cli_main
-    from dsx.model import recipe as recipe_model
 
-    given = [f"--{name.removesuffix('_name').removesuffix('_path')}" for name in _CRITERIA_PARAMS if params.get(name)]
-    if recipe_path and given:
-        raise BadInputError(f"--recipe and criteria flags ({', '.join(given)}) are exclusive")
-    recipe = recipe_model.load(recipe_path) if recipe_path else recipe_cmd.resolve_from_flags(params, strict=False)
+    recipe = recipe_cmd.recipe_or_criteria(recipe_path, params)
     report = dsx.lint.lint_recipe(recipe, dsx.lint.default_source(charts_dir, offline=offline))
     cli_output.emit(report.to_dict(), fmt, output, table=lambda _: report.text())
     if fmt.lower() != "table" or output not in (None, "-"):

@@ -24,6 +24,19 @@ _CRITERIA_HELP = {
 }
 
 
+CRITERIA_FLAGS = {
+    "service": "--service",
+    "accelerator": "--accelerator",
+    "os_name": "--os",
+    "intent": "--intent",
+    "platform": "--platform",
+    "nodes": "--nodes",
+    "config_path": "--config",
+    "snapshot_path": "--snapshot",
+}
+"""Parameter name of each criteria flag (see `criteria_options`) → the flag as users type it."""
+
+
 def criteria_options(func: F) -> F:
     """The criteria flags shared by `recipe` and `query` (values are checked by the engine)."""
     decorators = [
@@ -74,6 +87,28 @@ def resolve_from_flags(params: dict[str, Any], strict: bool) -> Any:
     if strict:
         resolve.require_validated(recipe)
     return recipe
+
+
+def recipe_or_criteria(recipe_path: str | None, params: dict[str, Any], *, required: bool = False) -> Any:
+    """`--recipe FILE|-` or the criteria flags, never both; `required` refuses neither being given.
+
+    Shared by every command that reads a recipe (query, lint, bundle), so the rule and its
+    message are the same everywhere.
+    """
+    from dsx.errors import BadInputError
+
+    given = [flag for name, flag in CRITERIA_FLAGS.items() if params.get(name) is not None]
+    if recipe_path and given:
+        raise BadInputError(f"--recipe and criteria flags ({', '.join(given)}) are exclusive")
+    if recipe_path:
+        from dsx.model import recipe as recipe_model
+
+        return recipe_model.load(recipe_path)
+    if required and not given:
+        raise BadInputError(
+            "give --recipe FILE (or - for stdin) or criteria flags such as --service eks --accelerator h100"
+        )
+    return resolve_from_flags(params, strict=False)
 
 
 def _components_table(document: dict[str, Any]) -> str:
@@ -132,16 +167,7 @@ def query(selector: str, recipe_path: str | None, fmt: str, output: str | None, 
     """
     from dsx.recipes import selector as selector_module
 
-    if recipe_path:
-        from dsx.errors import BadInputError
-        from dsx.model import recipe as recipe_model
-
-        given = sorted(k for k, v in params.items() if v is not None)
-        if given:
-            raise BadInputError(f"--recipe replaces criteria; drop {', '.join(given)}")
-        resolved = recipe_model.load(recipe_path)
-    else:
-        resolved = resolve_from_flags(params, strict=False)
+    resolved = recipe_or_criteria(recipe_path, params)
     value = selector_module.select(selector_module.hydrated(resolved), selector)
     text = selector_module.scalar_text(value)
     if text is not None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -13,10 +14,18 @@ from dsx.cli.main import run_result
 from dsx.errors import BadInputError, NotFoundError
 
 if TYPE_CHECKING:
-    from dsx.signing.keys import TrustedKey
+    from dsx.signing.keys import KeySigner, TrustedKey
     from dsx.signing.verdict import Verdict
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 ALGORITHMS = ("ecdsa-p256", "ed25519")
+PASSPHRASE_ENV = "DSX_SIGNING_PASSPHRASE"  # noqa: S105 (the name of a variable, not a secret)
+
+
+def passphrase_env_option(help_text: str) -> Callable[[F], F]:
+    """`--passphrase-env NAME`: the variable a private key's passphrase is read from (never a flag value)."""
+    return click.option("--passphrase-env", default=PASSPHRASE_ENV, show_default=True, metavar="NAME", help=help_text)
 
 
 def _passphrase(env_name: str) -> bytes | None:
@@ -24,15 +33,23 @@ def _passphrase(env_name: str) -> bytes | None:
     return value.encode("utf-8") if value else None
 
 
+def load_signer(key_path: str, passphrase_env: str) -> KeySigner:
+    """The private key at `key_path`, decrypted with the passphrase in `$passphrase_env` when set."""
+    from dsx.signing import keys
+
+    return keys.load_signer(Path(key_path), _passphrase(passphrase_env), passphrase_env=passphrase_env)
+
+
 @click.command()
 @click.option("--out", "prefix", required=True, metavar="PREFIX", help="Writes PREFIX.key (0600) and PREFIX.pub.")
-@click.option("--algorithm", type=click.Choice(ALGORITHMS), default="ecdsa-p256", show_default=True)
 @click.option(
-    "--passphrase-env",
-    default="DSX_SIGNING_PASSPHRASE",
+    "--algorithm",
+    type=click.Choice(ALGORITHMS),
+    default="ecdsa-p256",
     show_default=True,
-    help="Encrypt the private key with the passphrase in this environment variable (when set).",
+    help="Key type; both verify offline and with cosign.",
 )
+@passphrase_env_option("Encrypt the private key with the passphrase in this environment variable (when set).")
 def keygen(prefix: str, algorithm: str, passphrase_env: str) -> None:
     """Create a signing key pair."""
     from dsx.signing import keys
@@ -49,13 +66,16 @@ def keygen(prefix: str, algorithm: str, passphrase_env: str) -> None:
 
 @click.command()
 @click.option("--key", "key_path", required=True, type=click.Path(dir_okay=False), help="Private key file.")
-@click.option("--passphrase-env", default="DSX_SIGNING_PASSPHRASE", show_default=True)
+@passphrase_env_option("Environment variable holding the passphrase of an encrypted --key.")
 @click.argument("path", type=click.Path())
 def sign(key_path: str, passphrase_env: str, path: str) -> None:
-    """Sign a recipe file or a bundle directory."""
-    from dsx.signing import attest, keys
+    """Sign a recipe file or a bundle directory.
 
-    signer = keys.load_signer(Path(key_path), _passphrase(passphrase_env))
+    Writes PATH.intoto.jsonl and PATH.sigstore.json beside a file, or attestation/ inside a bundle.
+    """
+    from dsx.signing import attest
+
+    signer = load_signer(key_path, passphrase_env)
     target = Path(path)
     if target.is_dir():
         written = attest.sign_bundle_directory(target, signer)

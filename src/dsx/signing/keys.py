@@ -154,18 +154,18 @@ def _check_supported(path: Path, key: object) -> None:
         )
 
 
-def load_signer(path: Path, passphrase: bytes | None = None) -> KeySigner:
-    """Load a private key file; the message names the file and the missing passphrase variable."""
+def load_signer(path: Path, passphrase: bytes | None = None, *, passphrase_env: str = PASSPHRASE_ENV) -> KeySigner:
+    """Load a private key file; the message names the file and the variable the passphrase comes from."""
     data = _read_key_bytes(path)
     try:
         key = serialization.load_pem_private_key(data, password=passphrase or None)
     except TypeError as exc:
         if passphrase:
             raise BadInputError(f"{path}: key is not encrypted but a passphrase was given") from exc
-        raise BadInputError(f"{path}: key is encrypted; set {PASSPHRASE_ENV}") from exc
+        raise BadInputError(f"{path}: key is encrypted; set {passphrase_env}") from exc
     except ValueError as exc:
         if passphrase and b"ENCRYPTED" in data:
-            raise BadInputError(f"{path}: wrong passphrase ({PASSPHRASE_ENV})") from exc
+            raise BadInputError(f"{path}: wrong passphrase ({passphrase_env})") from exc
         raise BadInputError(f"{path}: not a PEM private key") from exc
     except UnsupportedAlgorithm as exc:
         raise BadInputError(f"{path}: unsupported key type") from exc

@@ -13,6 +13,7 @@ import yaml
 from dsx.bundles import layout, tree
 from dsx.cli.main import main
 from dsx.model.recipe import Recipe
+from dsx.signing import keys
 
 CRITERIA = [
     "--service",
@@ -50,10 +51,17 @@ def real_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.parametrize("deployer", DEPLOYERS)
 def test_real_recipe_bundles_pass_sha256sum_and_parse(real_bundles: dict[str, Path], deployer: str) -> None:
     folder = real_bundles[deployer]
-    subprocess.run(["sha256sum", "--check", "--strict", "--quiet", layout.CHECKSUMS], cwd=folder, check=True)
-    for path in folder.rglob("*.yaml"):
-        if "templates" not in path.parts:
-            list(yaml.safe_load_all(path.read_text()))
+    checked = subprocess.run(["sha256sum", "--check", "--strict", layout.CHECKSUMS], cwd=folder, capture_output=True)
+    assert checked.returncode == 0, checked.stdout
+    assert checked.stdout.count(b": OK\n") == len(tree.read_tree(folder).tree.files) - 1  # all but checksums.txt
+    documents = [
+        document
+        for path in folder.rglob("*.yaml")
+        if "templates" not in path.parts  # argocd-helm templates are Go templates, rendered by helm
+        for document in yaml.safe_load_all(path.read_text())
+    ]
+    assert documents
+    assert all(isinstance(d, dict) for d in documents)
 
 
 def _real_recipe(real_bundles: dict[str, Path]) -> Recipe:
@@ -114,8 +122,9 @@ def test_keygen_bundle_sign_verify_and_tampering(tmp_path: Path, capsys: pytest.
     assert "added.yaml" in capsys.readouterr().out
     (out / "added.yaml").unlink()
 
+    signer_id = keys.load_public_key(Path(f"{key}.pub")).key_id
     assert dsx("verify", str(out), "--key", f"{other}.pub") == 1
-    assert "key " in capsys.readouterr().out
+    assert f"key {signer_id}: signed by a key that is not trusted" in capsys.readouterr().out
     trusted = tmp_path / "trusted"
     trusted.mkdir()
     (trusted / "ops.pub").write_bytes(Path(f"{key}.pub").read_bytes())
@@ -134,6 +143,35 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert "not-a-recipe.yaml: not a dsx recipe" in err
     assert "k.pub: key file not found" in err
     assert "'kubectl' is not one of" in err
+    assert dsx("bundle", "--output", str(tmp_path / "o")) == 2
+    assert "give --recipe FILE" in capsys.readouterr().err
+    assert dsx("bundle", "--recipe", str(tmp_path / "r.yaml"), "--os", "ubuntu", "--output", str(tmp_path / "o")) == 2
+    assert capsys.readouterr().err == "dsx: error: --recipe and criteria flags (--os) are exclusive\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_encrypted_key_opens_with_the_named_passphrase_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPS_KEY_PASSPHRASE", "correct horse")
+    key = tmp_path / "ops"
+    assert dsx("keygen", "--out", str(key), "--passphrase-env", "OPS_KEY_PASSPHRASE") == 0
+    signed = ["bundle", *CRITERIA, "--output", str(tmp_path / "b"), "--sign", "--key", f"{key}.key"]
+    assert dsx(*signed) == 2
+    assert "set DSX_SIGNING_PASSPHRASE" in capsys.readouterr().err
+    assert dsx(*signed, "--passphrase-env", "OPS_KEY_PASSPHRASE") == 0
+    assert dsx("verify", str(tmp_path / "b"), "--key", f"{key}.pub") == 0
+
+
+@pytest.mark.parametrize(("deployer", "warned"), [("argocd", True), ("argocd-helm", True), ("flux", False)])
+def test_a_gitops_bundle_without_repo_warns_about_the_placeholder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], deployer: str, warned: bool
+) -> None:
+    assert dsx("bundle", *CRITERIA, "--deployer", deployer, "--output", str(tmp_path / "o")) == 0
+    assert ("no --repo given" in capsys.readouterr().err) is warned
+    repo = ["--repo", "https://git.example.org/ops/gpu.git"]
+    assert dsx("bundle", *CRITERIA, "--deployer", deployer, *repo, "--output", str(tmp_path / "p")) == 0
+    assert "no --repo given" not in capsys.readouterr().err
 
 
 def test_lint_gate_stops_unknown_values_unless_no_lint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -112,9 +112,10 @@ def test_query_a_saved_recipe(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     _run(["recipe", *TRAINING, "-o", str(target)], capsys)
     code, out, _ = _run(["query", "--recipe", str(target), "--selector", "metadata.name"], capsys)
     assert (code, out) == (0, "eks-h100-ubuntu-training\n")
-    code, _, err = _run(["query", "--recipe", str(target), "--service", "gke", "--selector", "metadata.name"], capsys)
+    argv = ["query", "--recipe", str(target), "--service", "gke", "--os", "cos", "--selector", "metadata.name"]
+    code, _, err = _run(argv, capsys)
     assert code == 2
-    assert "--recipe replaces criteria; drop service" in err
+    assert err == "dsx: error: --recipe and criteria flags (--service, --os) are exclusive\n"
 
 
 def test_snapshot_derives_criteria_and_flags_override_it(capsys: pytest.CaptureFixture[str]) -> None:
