@@ -1,5 +1,6 @@
-"""Invariants: every supported combination of the shipped catalog lints clean against the chart data
-dsx ships, every component with shipped chart data is actually linted, and the shipped data is intact."""
+"""Invariants: the recipe of every overlay in the shipped catalog (each single criterion and every
+supported combination) lints clean against the chart data dsx ships, every component with shipped
+chart data is actually linted, and the shipped data is intact."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import pytest
 
 from dsx.cli import main as cli_main
 from dsx.lint import check, sources
+from dsx.lint import report as lint_report
 from dsx.model import criteria as criteria_model
 from dsx.model.recipe import ComponentRef, ComponentType
 from dsx.recipes import catalog, resolve
 
 SHIPPED = catalog.load()
 COMBINATIONS = SHIPPED.supported_combinations()
+OVERLAYS = sorted(o.name for o in SHIPPED.overlays)
 PACKAGED = sources.DirectorySource(sources.packaged_charts(), "dsx catalog", show_root=False)
 SHIPPED_CHARTS = sorted(
     (chart.name, version.name)
@@ -30,17 +33,25 @@ def test_there_are_combinations_to_lint() -> None:
     assert len(COMBINATIONS) >= 10
 
 
-@pytest.mark.parametrize("name", COMBINATIONS)
-def test_every_supported_combination_lints_clean(name: str) -> None:
-    overlay = SHIPPED.by_name[name]
-    recipe = resolve.resolve(criteria_model.Criteria(**overlay.criteria), SHIPPED)
+def _lint(overlay_name: str) -> lint_report.LintReport:
+    overlay = SHIPPED.by_name[overlay_name]
+    return check.lint_recipe(resolve.resolve(criteria_model.Criteria(**overlay.criteria), SHIPPED), PACKAGED)
 
-    report = check.lint_recipe(recipe, PACKAGED)
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_every_overlay_recipe_lints_clean(name: str) -> None:
+    report = _lint(name)
 
     assert [f.message for f in report.findings] == []
     shipped = {chart for chart, _ in SHIPPED_CHARTS}
     unchecked = [n for n in report.not_linted if n.subchart is None and (n.component in shipped)]
     assert unchecked == [], "a component with shipped chart data was not linted"
+
+
+def test_every_shipped_chart_is_linted_by_some_supported_combination() -> None:
+    linted = {entry.component for name in COMBINATIONS for entry in _lint(name).linted}
+
+    assert {chart for chart, _ in SHIPPED_CHARTS} <= linted
 
 
 @pytest.mark.parametrize("service", ["eks", "aks", "gke"])
