@@ -44,6 +44,10 @@ def _context(command: click.Command, name: str, parent: click.Context | None) ->
 
 def walk(command: click.Command, ctx: click.Context) -> Iterator[tuple[click.Context, click.Command]]:
     """The command and, for groups, every visible subcommand, depth first in listing order."""
+    # click caches a command's help option the first time any context asks for it; a command
+    # invoked on its own before (in tests) would keep `--help` without dsx's `-h` alias
+    if getattr(command, "_help_option", None) is not None:
+        command._help_option = None  # type: ignore[attr-defined]
     yield ctx, command
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):
