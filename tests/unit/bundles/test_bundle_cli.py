@@ -184,6 +184,31 @@ def test_lint_gate_stops_unknown_values_unless_no_lint(tmp_path: Path, capsys: p
     assert (tmp_path / "o" / layout.CHECKSUMS).is_file()
 
 
+def test_a_misspelt_driver_key_is_linted_with_a_suggestion_and_refused_unless_no_lint(
+    real_bundles: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    document = yaml.safe_load((real_bundles["helm"] / layout.RECIPE_COPY).read_text())
+    gpu_operator = next(ref for ref in document["componentRefs"] if ref["name"] == "gpu-operator")
+    driver = gpu_operator["values"]["driver"]
+    driver["verison"] = driver.pop("version")
+    misspelt = tmp_path / "misspelt.yaml"
+    misspelt.write_text(yaml.safe_dump(document))
+    capsys.readouterr()
+
+    assert dsx("lint", "--recipe", str(misspelt), "--offline", "--format", "json") == 1
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["component"], f["path"], f.get("suggestion")) for f in findings] == [
+        ("gpu-operator", "driver.verison", "driver.version")
+    ]
+    assert dsx("bundle", "--recipe", str(misspelt), "--output", str(tmp_path / "refused")) == 1
+    assert "did you mean driver.version?" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
+    assert dsx("bundle", "--recipe", str(misspelt), "--output", str(tmp_path / "forced"), "--no-lint") == 0
+    assert (tmp_path / "forced" / "gpu-operator" / "values.yaml").is_file()
+
+
 def test_recipe_from_stdin_and_source_date_epoch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
