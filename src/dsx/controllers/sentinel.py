@@ -236,7 +236,8 @@ class SentinelRuntime:
             self._spawn(
                 "kernel-log", self._poll_loop(self._pump_kernel_logs, self.policy.monitors.poll_interval_seconds)
             )
-        self._spawn("node-watch", self._watch_nodes)
+        if self.kube_monitor is not None or self.joining is not None or self.policy.switch(Stage.QUARANTINE).acting:
+            self._spawn("node-watch", self._watch_nodes)  # node policies, joining nodes, manual uncordons
         self._spawn(
             "fleet", self._poll_loop(self._account_fleet, self.options.fleet_interval_seconds, always_wait=True)
         )

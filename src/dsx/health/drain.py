@@ -267,12 +267,6 @@ class DrainHandler:
             self.observer.action(STAGE, "evict", node_name, {"pod": pod.key})
         return True
 
-    def refusals(self, pod_key: str) -> int:
-        """How often a PodDisruptionBudget refused this pod's eviction in the current backoff."""
-        with self._lock:
-            backoff = self._backoff.get(pod_key)
-            return backoff.refusals if backoff else 0
-
 
 def _note(blocked: Sequence[str], waiting: Sequence[str]) -> str:
     parts = []

@@ -118,12 +118,6 @@ def selected(node: Mapping[str, Any], selector: Mapping[str, str]) -> bool:
     return all(own.get(key) == value for key, value in selector.items())
 
 
-def incident(node: Mapping[str, Any]) -> int | None:
-    """The incident sequence the sentinel recorded on the node, if any."""
-    value = annotations_of(node).get(INCIDENT_ANNOTATION)
-    return int(value) if value and value.isdigit() else None
-
-
 # -- pods ----------------------------------------------------------------------------------------
 
 

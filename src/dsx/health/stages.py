@@ -236,13 +236,6 @@ class StageRunner:
             return default
         return max(0.0, min(default, min(self._not_before.values()) - self._clock()))
 
-    def run(self, stop: threading.Event, *, idle_wait_seconds: float = 0.5) -> None:
-        while not stop.is_set():
-            seen = self.waker.generation
-            if self.step() == 0:
-                self.waker.wait(seen, self.idle_seconds(idle_wait_seconds))
-        self.close()
-
     def close(self, *, wait: bool = True) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=wait, cancel_futures=True)
