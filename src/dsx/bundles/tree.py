@@ -8,6 +8,7 @@ looks complete.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -71,12 +72,17 @@ def read_tree(directory: Path) -> DirectoryContents:
 
 
 def write_tree(tree: FileTree, directory: Path) -> None:
-    """Replace `directory` with exactly `tree`; refuses a non-empty directory that is not a bundle."""
+    """Replace `directory` with exactly `tree`.
+
+    Only an empty directory or an earlier bundle is replaced, and only when everything in it
+    belongs to that bundle: a file it does not list (a `.git` folder, notes) would be lost, so
+    the write is refused naming it, and nothing changes.
+    """
     if directory.exists():
         if not directory.is_dir():
             raise BadInputError(f"{directory}: exists and is not a directory")
-        if any(directory.iterdir()) and not (directory / layout.MANIFEST).is_file():
-            raise BadInputError(f"{directory}: not empty and not a dsx bundle; choose an empty or new directory")
+        if any(directory.iterdir()):
+            _check_replaceable(directory)
     parent = directory.resolve().parent
     staging = parent / f".{directory.name}.dsx-staging-{os.getpid()}"
     try:
@@ -95,6 +101,48 @@ def write_tree(tree: FileTree, directory: Path) -> None:
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_replaceable(directory: Path) -> None:
+    if not (directory / layout.MANIFEST).is_file():
+        raise BadInputError(f"{directory}: not empty and not a dsx bundle; choose an empty or new directory")
+    try:
+        listed = json.loads((directory / layout.MANIFEST).read_bytes()).get("files")
+    except (OSError, ValueError, AttributeError):
+        listed = None
+    if not isinstance(listed, list):
+        raise BadInputError(f"{directory}: {layout.MANIFEST} has no file list; choose an empty or new directory")
+    known = {*map(str, listed), layout.MANIFEST, layout.CHECKSUMS, *layout.ATTESTATION_FILES}
+    known_dirs = {"/".join(path.split("/")[:depth]) for path in known for depth in range(1, path.count("/") + 1)}
+    foreign = list(dict.fromkeys(_outermost(p, known_dirs) for p in _entries(directory) if p not in known))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise BadInputError(
+            f"{directory}: holds {shown}, not part of the bundle there; replacing it would lose them "
+            "(move them, or choose an empty or new directory)"
+        )
+
+
+def _outermost(path: str, known_dirs: set[str]) -> str:
+    """`path`, or its outermost folder that holds nothing of the bundle (`.git/` for `.git/HEAD`)."""
+    parts = path.split("/")
+    for depth in range(1, len(parts)):
+        folder = "/".join(parts[:depth])
+        if folder not in known_dirs:
+            return folder + "/"
+    return path
+
+
+def _entries(directory: Path) -> list[str]:
+    """Relative paths of the files (and links) under `directory`, without reading them."""
+    found: list[str] = []
+    for root, dirnames, filenames in os.walk(directory, followlinks=False):
+        base = Path(root)
+        links = [name for name in dirnames if (base / name).is_symlink()]
+        for name in [*links, *filenames]:
+            found.append((base / name).relative_to(directory).as_posix())
+        dirnames[:] = [name for name in dirnames if name not in links]
+    return sorted(found)
 
 
 def _swap_into_place(staging: Path, directory: Path) -> None:

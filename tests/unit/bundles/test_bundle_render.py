@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -108,13 +109,39 @@ def test_scripts_are_executable_on_disk(render_bundle: Callable[..., FileTree], 
     assert not (tmp_path / "b" / "README.md").stat().st_mode & 0o111
 
 
-def test_rewriting_a_bundle_replaces_stale_files(render_bundle: Callable[..., FileTree], tmp_path: Path) -> None:
+def test_rewriting_a_bundle_replaces_the_files_of_the_previous_one(
+    render_bundle: Callable[..., FileTree], tmp_path: Path
+) -> None:
     out = tmp_path / "b"
     tree.write_tree(render_bundle(Deployer.HELM), out)
-    (out / "stale.txt").write_text("left over")
-    tree.write_tree(render_bundle(Deployer.FLUX), out)
-    assert not (out / "stale.txt").exists()
-    assert (out / "sync.yaml").is_file()
+    assert (out / "deploy.sh").is_file()
+    flux = render_bundle(Deployer.FLUX)
+    tree.write_tree(flux, out)
+    assert tree.read_tree(out).tree.files == flux.files
+
+
+@pytest.mark.parametrize(
+    ("foreign", "named"),
+    [
+        (".git/objects/ab/cdef", ".git/"),
+        ("NOTES.md", "NOTES.md"),
+        ("gpu-operator/local-patch.yaml", "gpu-operator/local-patch.yaml"),
+        ("gpu-operator/patches/a.yaml", "gpu-operator/patches/"),
+    ],
+)
+def test_rewriting_refuses_to_lose_files_the_previous_bundle_does_not_list(
+    render_bundle: Callable[..., FileTree], tmp_path: Path, foreign: str, named: str
+) -> None:
+    out = tmp_path / "b"
+    tree.write_tree(render_bundle(Deployer.HELM), out)
+    (out / foreign).parent.mkdir(parents=True, exist_ok=True)
+    (out / foreign).write_text("keep me")
+    before = tree.read_tree(out).tree
+
+    with pytest.raises(BadInputError, match=f"holds {re.escape(named)}, not part of the bundle there"):
+        tree.write_tree(render_bundle(Deployer.FLUX), out)
+
+    assert tree.read_tree(out).tree == before
 
 
 def test_refuses_to_overwrite_a_directory_that_is_not_a_bundle(
