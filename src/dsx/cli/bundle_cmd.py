@@ -48,10 +48,19 @@ def lint_gate(recipe: Recipe) -> None:
 @click.option("--recipe", "recipe_path", metavar="FILE", help="Resolved recipe file, or - for stdin.")
 @recipe_cmd.criteria_options
 @click.option("--deployer", type=click.Choice(DEPLOYERS), default="helm", show_default=True, help="Target tool.")
-@click.option("--output", "output", required=True, type=click.Path(file_okay=False), help="Bundle directory.")
-@click.option("--repo", "repo_url", default="", help="Git URL the bundle is committed to (argocd, flux).")
-@click.option("--revision", default="HEAD", show_default=True, help="Branch, tag or commit of --repo.")
-@click.option("--repo-path", default=".", show_default=True, help="Folder of the bundle inside --repo.")
+@click.option(
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Bundle directory: new, empty, or an earlier bundle (replaced).",
+)
+@click.option(
+    "--repo", "repo_url", default="", metavar="URL", help="Git URL the bundle is committed to (argocd, flux)."
+)
+@click.option("--revision", default="HEAD", show_default=True, metavar="REV", help="Branch, tag or commit of --repo.")
+@click.option("--repo-path", default=".", show_default=True, metavar="PATH", help="Folder of the bundle inside --repo.")
 @click.option("--sign", is_flag=True, help="Write attestation/ with --key while building.")
 @click.option("--key", "key_path", type=click.Path(dir_okay=False), help="Private key for --sign.")
 @signing_cmd.passphrase_env_option("Environment variable holding the passphrase of an encrypted --key.")

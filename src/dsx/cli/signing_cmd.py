@@ -113,8 +113,12 @@ def render_verdict(verdict: Verdict) -> str:
 @click.command()
 @click.argument("path", type=click.Path())
 @click.option("--key", "key_paths", multiple=True, type=click.Path(dir_okay=False), help="Trusted public key (repeat).")
-@click.option("--trusted-keys", "trusted_dir", type=click.Path(), help="Directory of trusted *.pub / *.pem keys.")
-@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option(
+    "--trusted-keys", "trusted_dir", type=click.Path(), metavar="DIR", help="Directory of trusted *.pub / *.pem keys."
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True, help="Verdict format."
+)
 def verify(path: str, key_paths: tuple[str, ...], trusted_dir: str | None, fmt: str) -> None:
     """Verify a signed recipe, bundle directory or attestation offline.
 
