@@ -86,10 +86,16 @@ def generic_table(data: Any) -> str:
         return format_table(headers, [[_cell(r.get(h)) for h in headers] for r in data])
     if isinstance(data, dict):
         return format_table(["key", "value"], [[k, _cell(v)] for k, v in data.items()])
-    return f"{data}\n"
+    if isinstance(data, list):
+        return "".join(f"{_cell(item)}\n" for item in data)
+    return f"{_cell(data)}\n"
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
+        return ", ".join(_cell(v) for v in value)
     if isinstance(value, dict | list):
         return serialization.dump_json(value).replace("\n", " ").replace("  ", "")
     return "" if value is None else str(value)
