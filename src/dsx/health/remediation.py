@@ -266,8 +266,9 @@ class _Plan:
     why: str = ""
 
 
-def remediated_event(request: RemediationRequest, incident_event: HealthEvent, message: str) -> HealthEvent:
-    """The record of one remediation (deterministic: re-appending it after a crash stores nothing new)."""
+def remediated_event(request: RemediationRequest, incident_event: HealthEvent) -> HealthEvent:
+    """The record of one remediation, built from the request alone: re-appending it after a crash
+    stores nothing new. (The provider's own words go to the node's state history instead.)"""
     return HealthEvent(
         agent=AGENT,
         component_class=ComponentClass.NODE,
@@ -276,7 +277,7 @@ def remediated_event(request: RemediationRequest, incident_event: HealthEvent, m
         generated_at=incident_event.generated_at,
         is_fatal=False,
         is_healthy=False,
-        message=f"{request.kind.value}: {message}",
+        message=f"{request.kind.value} done for incident {request.incident_sequence} ({request.request_id})",
         processing_strategy=ProcessingStrategy.STORE_AND_ANALYSE,
         metadata={"request_id": request.request_id, "kind": request.kind.value},
     )
@@ -402,7 +403,7 @@ class RemediationHandler:
         self.store.record_remediation(node_name, request.kind.value, incident)
         incident_event = self.store.get(incident)
         if incident_event is not None:
-            self.store.append([remediated_event(request, incident_event.event, result.message)])
+            self.store.append([remediated_event(request, incident_event.event)])
         reason = f"{request.kind.value} done: {result.message}"
         self._move(node_name, NodeState.RECERTIFYING, reason, incident, NodeState.REMEDIATING)
         detail = {"request_id": request.request_id, "message": result.message}

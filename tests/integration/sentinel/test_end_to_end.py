@@ -190,7 +190,8 @@ def test_xid79_to_recertified_release_and_a_failed_recertification_kept_out(
             k.startswith("sentinel.dsx.run/") for k in {**nodes.labels_of(node), **nodes.annotations_of(node)}
         )
         remediated = [s.event for s in store.events(node_name=healed) if s.event.check_name == NODE_REMEDIATED_CHECK]
-        assert len(remediated) == 1 and "rebooted (simulated)" in remediated[0].message
+        assert len(remediated) == 1 and remediated[0].message.startswith("reboot-node done for incident")
+        assert "rebooted (simulated) and Ready again" in store.node_history(healed)[4].reason
 
         kept = kube_client.get_node(failing)
         assert nodes.unschedulable(kept)

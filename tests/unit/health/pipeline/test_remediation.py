@@ -295,3 +295,28 @@ def test_a_crash_between_recording_the_request_and_moving_the_state_resumes_the_
     pipeline.settle()
     assert [r.request_id for r in pipeline.provider.requests] == [expected]
     assert store.node_state("n1").state is NodeState.HEALTHY
+
+
+def test_a_crash_after_the_remediation_was_recorded_does_not_record_it_twice(store, clock, observer) -> None:
+    fleet = cluster()
+    policy = policy_with(*PIPELINE)
+    first = Pipeline(store, fleet, policy, clock, observer, owner="first")
+    store.append([xid("n1")])
+    first.run_first(2)
+    # the first run finished the provider call, marked it done and appended NodeRemediated, then died
+    original_move = first.remediation._move
+
+    def die_before_recertifying(node_name, target, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if target is NodeState.RECERTIFYING:
+            raise _Crash("killed before the state moved")
+        return original_move(node_name, target, *args, **kwargs)
+
+    first.remediation._move = die_before_recertifying  # type: ignore[method-assign]
+    with pytest.raises(_Crash):
+        first.remediation.handle("n1", store.claim("remediation", "first", lease_seconds=30))
+    clock.advance(31)
+    second = Pipeline(store, fleet, policy, clock, observer, owner="second", provider=first.provider)
+    second.settle()
+    assert len(first.provider.requests) == 1  # done was recorded on the node: not sent again
+    assert [s.event.check_name for s in store.events()].count(NODE_REMEDIATED_CHECK) == 1
+    assert store.node_state("n1").state is NodeState.HEALTHY
