@@ -66,10 +66,10 @@ class Waker:
             self._generation += 1
             self._condition.notify_all()
 
-    def wait(self, seen: int, timeout_seconds: float) -> None:
-        """Return when poked after generation `seen`, or after the timeout."""
+    def wait(self, seen: int, timeout_seconds: float) -> bool:
+        """Return when poked after generation `seen` (True), or after the timeout (False)."""
         with self._condition:
-            self._condition.wait_for(lambda: self._generation != seen, timeout=max(timeout_seconds, 0.0))
+            return self._condition.wait_for(lambda: self._generation != seen, timeout=max(timeout_seconds, 0.0))
 
 
 @dataclass
