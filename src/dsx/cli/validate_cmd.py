@@ -8,13 +8,14 @@ only when asked to (`--fail-on-error`, `--fail-on-drift`), so they serve as CI g
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
+from dsx.cli import certify_cmd, snapshot_cmd
 from dsx.cli import output as cli_output
-from dsx.cli import snapshot_cmd
 from dsx.errors import BadInputError
 
 PHASES = ("readiness", "deployment", "conformance", "performance", "all")
@@ -51,20 +52,101 @@ def _snapshot_and_reader(
     return snap, client
 
 
-CERTIFICATION_UNAVAILABLE = (
-    "certification engine not available: dsx certify has no Kubernetes executor in this build "
-    "(run `dsx certify run --recipe R` where it can reach the nodes)"
+EXECUTORS = ("kubernetes", "local")
+NO_CLUSTER = (
+    "needs a live cluster (--kubeconfig) to run certification Jobs on its GPU nodes; "
+    "--executor local runs the same categories on this machine instead"
 )
 
 
-def _certification_runner() -> tuple[Any, str]:
-    """A runner that certifies the cluster's nodes through dsx.certify, when the engine can reach them.
+def _progress(event: Any) -> None:
+    click.echo(f"[{event.category}] {event.message}", err=True)
 
-    The engine runs workloads through an executor; only a Kubernetes executor certifies the
-    cluster being validated (the local one simulates nodes on this machine), and this build has
-    none, so the phase reports why it was skipped instead of measuring the wrong machine.
+
+def _certification(block: Mapping[str, Any]) -> Any:
+    from dsx.model import certification as model
+
+    return model.Certification.from_dict(block, source="recipe: certification")
+
+
+def kubernetes_certify(client: Any, launcher: Any, *, namespace: str, image: str | None = None) -> Any:
+    """Certify the cluster's GPU nodes with dsx certify's Kubernetes executor (one pinned Job per node).
+
+    Like `dsx certify run --executor kubernetes --recipe R`: nodes GPU Feature Discovery marked
+    unless the recipe targets others, one rank per allocatable GPU unless it says `ranksPerNode`.
+    `launcher` creates, awaits, reads and deletes the runs in `namespace` (a `dsx.kube.jobs.RunLauncher`).
     """
-    return None, CERTIFICATION_UNAVAILABLE
+
+    def certify(block: Mapping[str, Any], snap: Any) -> Any:
+        from dataclasses import replace
+
+        from dsx.certify import engine, kubernetes
+        from dsx.kube import certify_jobs
+
+        spec = _certification(block)
+        if not spec.target.node_selector and not spec.target.node_names:
+            spec = replace(spec, target=replace(spec.target, node_selector=dict(certify_cmd.DEFAULT_NODE_SELECTOR)))
+        nodes = certify_jobs.candidate_nodes(client)
+        if "ranksPerNode" not in block:
+            targeted = (n for n in nodes if spec.target.selects(n))
+            spec = replace(spec, ranks_per_node=kubernetes.default_ranks_per_node(targeted))
+        executor = kubernetes.KubernetesExecutor(
+            launcher, nodes, image=image or kubernetes.DEFAULT_IMAGE, interconnect=spec.interconnect
+        )
+        click.echo(
+            f"certification {executor.certification_id}: Jobs in namespace {namespace}; "
+            f"`dsx certify cleanup --run-id {executor.certification_id}` removes any left behind",
+            err=True,
+        )
+        with certify_cmd._interrupt_on_sigterm(), executor:  # as `dsx certify run`: SIGTERM cleans up too
+            return engine.certify(spec, executor, progress=_progress)
+
+    return certify
+
+
+def local_certify(block: Mapping[str, Any], snap: Any) -> Any:
+    """Run the recipe's categories on this machine, one simulated node per targeted snapshot GPU node (capped).
+
+    Like `dsx certify run --executor local --recipe R`: real collectives between local processes,
+    judged against the catalog's local floors (the recipe's explicit thresholds still apply).
+    """
+    from dataclasses import replace
+
+    from dsx.certify import engine
+    from dsx.certify.local.executor import LocalExecutor
+    from dsx.model import certification as model
+    from dsx.validation import performance
+
+    spec = _certification(block)
+    names = performance.local_stand_ins(spec.target, snap)
+    if not names:
+        raise BadInputError("--executor local: the snapshot has no GPU node the certification targets")
+    timeouts = model.Timeouts(
+        min(spec.timeouts.run_timeout_seconds, certify_cmd.LOCAL_RUN_TIMEOUT_SECONDS),
+        min(spec.timeouts.stall_timeout_seconds, certify_cmd.LOCAL_STALL_TIMEOUT_SECONDS),
+    )
+    spec = replace(spec, target=model.Target(node_names=tuple(names)), timeouts=timeouts)
+    with LocalExecutor(len(names), names=names) as executor:
+        return engine.certify(spec, executor, progress=_progress)
+
+
+def _certification_runner(executor_kind: str, client: Any, namespace: str | None, image: str | None) -> tuple[Any, str]:
+    """The performance phase's runner through dsx certify, or None and why it cannot run.
+
+    kubernetes (default) certifies the cluster being validated, so it needs a live cluster;
+    local stands in for the snapshot's GPU nodes with processes on this machine.
+    """
+    from dsx.validation import performance
+
+    if executor_kind == "local":
+        return performance.CertificationRunner(local_certify), ""
+    if client is None:
+        return None, NO_CLUSTER
+    from dsx.kube import jobs
+
+    namespace = namespace or certify_cmd.DEFAULT_NAMESPACE
+    launcher = jobs.RunLauncher(client, namespace=namespace)
+    return performance.CertificationRunner(kubernetes_certify(client, launcher, namespace=namespace, image=image)), ""
 
 
 def _copy_beside(source: Path, target: Path) -> Path:
@@ -97,6 +179,24 @@ snapshot_option = click.option(
     metavar="PHASE",
     help="readiness, deployment, conformance, performance or all (default); repeat or comma-separate.",
 )
+@click.option(
+    "--executor",
+    "executor_kind",
+    type=click.Choice(EXECUTORS),
+    default="kubernetes",
+    show_default=True,
+    help="Performance phase: certify the cluster's GPU nodes with Jobs (needs a live cluster), or run the "
+    "same categories on this machine, one simulated node per snapshot GPU node (at most 8).",
+)
+@click.option(
+    "--namespace",
+    default=None,
+    metavar="NS",
+    help=f"Kubernetes executor: where certification Jobs run (default {certify_cmd.DEFAULT_NAMESPACE}).",
+)
+@click.option(
+    "--image", default=None, metavar="IMAGE", help="Kubernetes executor: workload image with dsx[collectives]."
+)
 @click.option("--fail-on-error", is_flag=True, help="Exit 1 when any check fails.")
 @click.option("--output", "-o", "report_path", default=None, metavar="FILE", help="Write the CTRF JSON report.")
 @click.option("--junit", "junit_path", default=None, metavar="FILE", help="Write a JUnit XML report.")
@@ -112,6 +212,9 @@ def validate(
     kubeconfig: str | None,
     context: str | None,
     phase_values: tuple[str, ...],
+    executor_kind: str,
+    namespace: str | None,
+    image: str | None,
     fail_on_error: bool,
     report_path: str | None,
     junit_path: str | None,
@@ -124,7 +227,7 @@ def validate(
 
     readiness: constraints vs snapshot facts; deployment: components at their pinned versions
     and healthy; conformance: GPU advertising, pool consistency, DaemonSet coverage, taints,
-    RBAC; performance: the recipe's certification through the certify engine.
+    RBAC; performance: the recipe's certification through the certify engine (--executor).
     """
     import contextlib
     import os
@@ -134,6 +237,10 @@ def validate(
     from dsx.validation import attestation, reports, run
 
     phases = _phases(phase_values)
+    if executor_kind == "local":
+        for flag, value in (("--namespace", namespace), ("--image", image)):
+            if value is not None:
+                raise BadInputError(f"{flag}: applies to --executor kubernetes only")
     if attest:
         missing = [
             flag
@@ -152,9 +259,9 @@ def validate(
         assert key_path
         passphrase = os.environ.get(passphrase_env)
         signer = keys.load_signer(Path(key_path), passphrase.encode() if passphrase else None)
-    runner, unavailable = _certification_runner()
     with contextlib.ExitStack() as stack:
         snap, reader = _snapshot_and_reader(snapshot_files, kubeconfig, context, stack)
+        runner, unavailable = _certification_runner(executor_kind, reader, namespace, image)
         report = run.validate(
             target,
             snap,

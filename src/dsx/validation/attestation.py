@@ -49,8 +49,19 @@ def hardware_summary(snap: snapshot.Snapshot) -> dict[str, Any]:
     }
 
 
+def performance_executors(report: results.Report) -> list[str]:
+    """Where the performance checks ran (`kubernetes`: on the cluster; `local`: stand-ins on the validator's machine)."""
+    return sorted(
+        {
+            str(r.evidence["executor"])
+            for r in report.results
+            if r.phase is results.Phase.PERFORMANCE and r.evidence.get("executor")
+        }
+    )
+
+
 def predicate(report: results.Report, snap: snapshot.Snapshot, *, validator: str, key_id: str) -> dict[str, Any]:
-    return {
+    claims = {
         "validator": {"name": validator, "keyId": key_id},
         "generator": report.generator,
         "recipe": {"name": report.subject.recipe_name, "digest": report.subject.recipe_digest},
@@ -60,6 +71,9 @@ def predicate(report: results.Report, snap: snapshot.Snapshot, *, validator: str
         "verdict": "failed" if report.failed else "passed",
         "hardware": hardware_summary(snap),
     }
+    if results.Phase.PERFORMANCE in report.phases:
+        claims["performanceExecutors"] = performance_executors(report)
+    return claims
 
 
 def attest(

@@ -20,7 +20,7 @@ def validate(
     *,
     phases: Iterable[results.Phase],
     reader: reading.ClusterReader | None = None,
-    certification: performance.CertificationRunner | None = None,
+    certification: performance.Runner | None = None,
     certification_unavailable: str = "certification engine not available",
     generator: str,
 ) -> results.Report:

@@ -284,4 +284,15 @@ def test_performance_skip_says_why(
     assert dsx(*args, "--fail-on-error", "--output", str(report)) == 0
     (test,) = json.loads(report.read_text())["results"]["tests"]
     assert test["status"] == "skipped"
-    assert test["message"].startswith("certification engine not available")
+    assert test["message"].startswith("needs a live cluster (--kubeconfig)")
+    assert "--executor local" in test["message"]
+
+
+def test_kubernetes_only_flags_are_refused_with_the_local_executor(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["validate", "--recipe", str(files["recipe"]), "--snapshot", str(files["healthy"]), "--executor", "local"]
+    assert dsx(*args, "--image", "example.invalid/workload:1") == 2
+    assert capsys.readouterr().err.strip() == "dsx: error: --image: applies to --executor kubernetes only"
+    assert dsx(*args[:-1], "remote") == 2
+    assert "'remote' is not one of 'kubernetes', 'local'" in capsys.readouterr().err
