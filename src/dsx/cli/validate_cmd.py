@@ -303,7 +303,11 @@ def _drift_table(report: Any) -> str:
     text = cli_output.format_table(["KIND", "SUBJECT", "PATH", "EXPECTED", "ACTUAL"], rows) if rows else ""
     for note in report.notes:
         text += f"note: {note}\n"
+    for subject in report.not_compared:
+        text += f"not compared: {subject}\n"
     verdict = f"DRIFT: {len(report.changes)} change(s)" if report.drifted else "no drift"
+    if not report.complete:
+        verdict = f"INCOMPLETE: {len(report.not_compared)} not compared, {verdict}"
     left = report.expected.source or report.expected.name
     right = report.actual.source or report.actual.name
     return text + f"{verdict} ({left} → {right})\n"
@@ -317,7 +321,9 @@ def _drift_table(report: Any) -> str:
 @snapshot_option
 @snapshot_cmd.kubeconfig_option
 @snapshot_cmd.context_option
-@click.option("--fail-on-drift", is_flag=True, help="Exit 1 on any drift (the CI gate).")
+@click.option(
+    "--fail-on-drift", is_flag=True, help="Exit 1 on any drift, or when something could not be compared (the CI gate)."
+)
 @cli_output.format_options
 def diff(
     files: tuple[str, ...],
@@ -355,5 +361,5 @@ def diff(
     else:
         raise BadInputError("diff: give --recipe FILE (with --snapshot or --kubeconfig), or two files to compare")
     cli_output.emit(report.to_dict(), fmt, output, table=lambda _: _drift_table(report))
-    if fail_on_drift and report.drifted:
+    if fail_on_drift and (report.drifted or not report.complete):
         raise click.exceptions.Exit(1)

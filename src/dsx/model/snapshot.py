@@ -383,6 +383,11 @@ class ClusterFacts:
                 return release
         return None
 
+    def unread(self, *facts: str) -> str | None:
+        """Why any of `facts` (e.g. "Secret objects") could not be read, or None when all were read."""
+        found = [f"{u.fact}: {u.reason}" for u in self.unreadable if u.fact in facts]
+        return "; ".join(found) if found else None
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "serverVersion": self.server_version,

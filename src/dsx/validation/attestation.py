@@ -50,7 +50,7 @@ def hardware_summary(snap: snapshot.Snapshot) -> dict[str, Any]:
 
 
 def performance_executors(report: results.Report) -> list[str]:
-    """Where the performance checks ran (`kubernetes`: on the cluster; `local`: stand-ins on the validator's machine)."""
+    """Where the performance checks ran: `kubernetes` on the cluster, `local` on the validator's machine."""
     return sorted(
         {
             str(r.evidence["executor"])

@@ -1,9 +1,11 @@
 """Cluster facts read from the API server into a `Snapshot`.
 
 Reads nodes, Helm release Secrets, workloads and the GPU Operator ClusterPolicy through a
-`ClusterReader`. A kind that is denied (RBAC) is recorded in `cluster.unreadable` with the
-reason and the rest of the snapshot is still taken; a ClusterPolicy kind the server does not
-serve simply means the GPU Operator is not installed.
+`ClusterReader`. Nodes are what a snapshot is about: a denied node list fails the snapshot
+(ForbiddenError, exit 4). Any other kind that is denied (RBAC) is recorded in
+`cluster.unreadable` with the reason and the rest of the snapshot is still taken, so the checks
+that need it report `skipped`; a ClusterPolicy kind the server does not serve simply means the
+GPU Operator is not installed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from dsx.errors import ForbiddenError, NotFoundError, UnauthorizedError
+from dsx.errors import NotFoundError
 from dsx.model import snapshot
 from dsx.validation import helm_storage, reading
 
@@ -34,7 +36,8 @@ def collect(reader: reading.ClusterReader, *, generator: str, captured_at: str =
     """A cluster snapshot: server version, provider, nodes, Helm releases, workloads, ClusterPolicy."""
     unreadable: list[snapshot.Unreadable] = []
     server_version = str(reader.server_version().get("gitVersion") or "")
-    nodes = tuple(sorted((node_from_object(o) for o in _list(reader, "v1", "Node", unreadable)), key=lambda n: n.name))
+    node_objects = reading.with_kind(reader.list("v1", "Node"), "Node")
+    nodes = tuple(sorted((node_from_object(o) for o in node_objects), key=lambda n: n.name))
     secrets = _list(reader, "v1", "Secret", unreadable, labels=helm_storage.OWNER_LABELS)
     releases, broken = helm_storage.latest_releases(secrets)
     unreadable.extend(broken)
@@ -64,7 +67,7 @@ def _list(
 ) -> list[dict[str, Any]]:
     try:
         return reading.with_kind(reader.list(api_version, kind, labels=labels), kind)
-    except (ForbiddenError, UnauthorizedError) as exc:
+    except reading.DENIED as exc:
         unreadable.append(snapshot.Unreadable(f"{kind} objects", str(exc)))
         return []
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dsx.errors import ForbiddenError, UnauthorizedError
 from dsx.model import criteria, health_asserts, recipe, snapshot
 from dsx.validation import pools, reading, results
 
@@ -25,6 +24,8 @@ GPU_OPERATOR = "gpu-operator"
 DSX_PREFIX = "dsx"
 _RBAC = "rbac.authorization.k8s.io/v1"
 _NO_LIVE = "needs a live cluster (--kubeconfig)"
+_COVERAGE = "conformance/gpu-daemonsets-cover-gpu-nodes"
+_TAINTS = "conformance/gpu-taints-tolerated"
 
 
 def check(
@@ -36,13 +37,18 @@ def check(
     operator_namespace = next((c.namespace for c in target.component_refs if c.name == GPU_OPERATOR), None)
     if live is None:
         out.append(device_plugin_from_counters(gpu_nodes, snap.cluster))
-        out.append(results.skipped("conformance/gpu-taints-tolerated", PHASE, f"taints and tolerations: {_NO_LIVE}"))
+        out.append(results.skipped(_TAINTS, PHASE, f"taints and tolerations: {_NO_LIVE}"))
         out.append(results.skipped("conformance/dsx-not-cluster-admin", PHASE, f"RBAC bindings: {_NO_LIVE}"))
         return out
-    daemon_sets = gpu_daemon_sets(live.objects("apps/v1", "DaemonSet"), operator_namespace)
-    nodes = [n for n in live.objects("v1", "Node") if n.get("metadata", {}).get("name") in {g.name for g in gpu_nodes}]
-    out.append(daemon_set_coverage(daemon_sets, nodes, live.objects("v1", "Pod")))
-    out.append(taints_tolerated(daemon_sets, nodes))
+    try:
+        daemon_sets = gpu_daemon_sets(live.objects("apps/v1", "DaemonSet"), operator_namespace)
+        names = {g.name for g in gpu_nodes}
+        nodes = [n for n in live.objects("v1", "Node") if n.get("metadata", {}).get("name") in names]
+        out.append(daemon_set_coverage(daemon_sets, nodes, live.objects("v1", "Pod")))
+        out.append(taints_tolerated(daemon_sets, nodes))
+    except reading.DENIED as exc:
+        out.append(results.skipped(_COVERAGE, PHASE, f"cannot read DaemonSets, nodes and pods: {exc}"))
+        out.append(results.skipped(_TAINTS, PHASE, f"cannot read DaemonSets and nodes: {exc}"))
     out.append(no_cluster_admin(live))
     return out
 
@@ -125,7 +131,7 @@ def _is_device_plugin(ds: Mapping[str, Any]) -> bool:
 def daemon_set_coverage(
     daemon_sets: Sequence[Mapping[str, Any]], gpu_nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
 ) -> results.CheckResult:
-    name = "conformance/gpu-daemonsets-cover-gpu-nodes"
+    name = _COVERAGE
     if not gpu_nodes:
         return results.skipped(name, PHASE, "no GPU nodes in the cluster")
     if not any(_is_device_plugin(ds) for ds in daemon_sets):
@@ -165,11 +171,14 @@ def device_plugin_from_counters(
     gpu_nodes: Sequence[snapshot.Node], cluster: snapshot.ClusterFacts | None
 ) -> results.CheckResult:
     """Offline form: the snapshot's device-plugin DaemonSet counters against the GPU node count."""
-    name = "conformance/gpu-daemonsets-cover-gpu-nodes"
+    name = _COVERAGE
     if not gpu_nodes:
         return results.skipped(name, PHASE, "no GPU nodes in the snapshot")
     if cluster is None:
         return results.skipped(name, PHASE, "the snapshot has no cluster facts")
+    unread = cluster.unread("DaemonSet objects")
+    if unread:
+        return results.skipped(name, PHASE, f"cannot read DaemonSets: {unread}")
     plugins = [
         w for w in cluster.workloads if w.kind == "DaemonSet" and "device-plugin" in w.name and "nvidia" in w.name
     ]
@@ -186,7 +195,7 @@ def device_plugin_from_counters(
 def taints_tolerated(
     daemon_sets: Sequence[Mapping[str, Any]], gpu_nodes: Sequence[Mapping[str, Any]]
 ) -> results.CheckResult:
-    name = "conformance/gpu-taints-tolerated"
+    name = _TAINTS
     if not gpu_nodes:
         return results.skipped(name, PHASE, "no GPU nodes in the cluster")
     problems = []
@@ -225,7 +234,7 @@ def no_cluster_admin(live: reading.LiveObjects) -> results.CheckResult:
     try:
         roles = {str(_meta(r, "name")): r for r in live.objects(_RBAC, "ClusterRole")}
         bindings = live.objects(_RBAC, "ClusterRoleBinding") + live.objects(_RBAC, "RoleBinding")
-    except (ForbiddenError, UnauthorizedError) as exc:
+    except reading.DENIED as exc:
         return results.skipped(name, PHASE, f"cannot read RBAC bindings: {exc}")
     problems = []
     accounts = set()

@@ -8,7 +8,9 @@ namespace running an image tagged with the pinned version. Healthy means the com
 container stuck waiting (CrashLoopBackOff, ImagePullBackOff, …), whatever the pod phase says.
 
 Against a snapshot file without a live cluster, Deployment/StatefulSet/DaemonSet asserts are
-held against the snapshot's workload counters and the rest are skipped with the reason.
+held against the snapshot's workload counters and the rest are skipped with the reason. What
+could not be read (a Secret list RBAC denied when the snapshot was taken, a Pod list denied
+now) makes the checks that need it `skipped` with the reason: never "not installed".
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ _API_VERSIONS = {
 _COUNTED = frozenset(
     {health_asserts.AssertKind.DEPLOYMENT, health_asserts.AssertKind.STATEFUL_SET, health_asserts.AssertKind.DAEMON_SET}
 )
+RELEASE_FACTS = ("Secret objects",)
+"""The snapshot's `unreadable` facts that hide Helm releases and workloads (cluster_snapshot records them)."""
+WORKLOAD_FACTS = ("Deployment objects", "DaemonSet objects", "StatefulSet objects")
 
 
 def check(
@@ -112,6 +117,10 @@ def installed(component: recipe.ComponentRef, cluster: snapshot.ClusterFacts | N
         )
     if component.type is not recipe.ComponentType.HELM and defined_by_crds(component):
         return None  # nothing runs; its CRD asserts say whether it is installed
+    read_from = (*RELEASE_FACTS, *WORKLOAD_FACTS) if component.type is recipe.ComponentType.HELM else WORKLOAD_FACTS
+    unread = cluster.unread(*read_from)
+    if unread:
+        return results.skipped(name, PHASE, f"{component.name}: cannot tell whether installed: {unread}")
     images = sorted({i for w in cluster.workloads if w.namespace == component.namespace for i in w.images})
     if component.type is recipe.ComponentType.HELM:
         detail = f"not installed: no Helm release {component.name} in {where}"
@@ -130,8 +139,17 @@ def health(
         subject = check.name or ",".join(f"{k}={v}" for k, v in sorted(check.selector.items())) or "*"
         name = f"deployment/{component.name}/{check.kind.value}/{subject}"
         if live is not None:
-            verdict = health_asserts.evaluate(check, _objects_for(check, live))
+            try:
+                verdict = health_asserts.evaluate(check, _objects_for(check, live))
+            except reading.DENIED as exc:
+                out.append(results.skipped(name, PHASE, f"{check.describe()}: cannot read: {exc}", source="none"))
+                continue
             source = "live cluster"
+        elif (
+            cluster is not None and check.kind in _COUNTED and (unread := cluster.unread(f"{check.kind.value} objects"))
+        ):
+            out.append(results.skipped(name, PHASE, f"{check.describe()}: cannot read: {unread}", source="none"))
+            continue
         elif cluster is not None and check.kind in _COUNTED:
             verdict = health_asserts.evaluate(check, _counter_objects(check, cluster))
             source = "snapshot counters (pods not checked)"
@@ -196,7 +214,10 @@ def namespace_pods(namespace: str, owners: list[str], live: reading.LiveObjects 
     name = f"deployment/namespace/{namespace}/pods"
     if live is None:
         return results.skipped(name, PHASE, f"pods in {namespace}: needs a live cluster (--kubeconfig)")
-    pods = [p for p in live.objects("v1", "Pod", namespace) if not _owned_by_job(p)]
+    try:
+        pods = [p for p in live.objects("v1", "Pod", namespace) if not _owned_by_job(p)]
+    except reading.DENIED as exc:
+        return results.skipped(name, PHASE, f"pods in {namespace}: cannot read: {exc}", components=owners)
     if not pods:
         return results.skipped(name, PHASE, f"no pods in namespace {namespace}", components=owners)
     problems = {}

@@ -10,7 +10,9 @@ Three comparisons share one change model:
   capacity, node info and host facts, releases, workload images, the ClusterPolicy.
 
 The left side is the baseline (`expected`), the right side what was found (`actual`).
-Metadata (capture time, generator, digests) is never drift.
+Metadata (capture time, generator, digests) is never drift. A component the snapshot could not
+judge (its Helm releases or workloads were unreadable) is listed in `not_compared` with the
+reason, never reported missing.
 """
 
 from __future__ import annotations
@@ -101,10 +103,16 @@ class DriftReport:
     actual: Side
     changes: tuple[Change, ...]
     notes: tuple[str, ...] = ()
+    not_compared: tuple[str, ...] = ()
+    """Subjects the comparison could not judge (facts the snapshot could not read), with the reason."""
 
     @property
     def drifted(self) -> bool:
         return bool(self.changes)
+
+    @property
+    def complete(self) -> bool:
+        return not self.not_compared
 
     def to_dict(self) -> dict[str, Any]:
         summary: dict[str, int] = {}
@@ -119,6 +127,7 @@ class DriftReport:
             "summary": dict(sorted(summary.items())),
             "changes": [c.to_dict() for c in self.changes],
             "notes": list(self.notes),
+            "notCompared": list(self.not_compared),
         }
 
 
@@ -170,10 +179,16 @@ def recipe_vs_snapshot(target: recipe.Recipe, snap: snapshot.Snapshot) -> DriftR
     cluster = snap.cluster
     changes: list[Change] = []
     notes: list[str] = []
+    not_compared: list[str] = []
     matched: set[tuple[str, str]] = set()
+    releases_unread = cluster.unread(*deployment.RELEASE_FACTS)
+    workloads_unread = cluster.unread(*deployment.WORKLOAD_FACTS)
     for component in target.ordered_components():
         if component.type is not recipe.ComponentType.HELM:
             found = _non_helm(component, cluster, notes)
+            if workloads_unread and found:
+                not_compared.append(f"{component.name}: {workloads_unread}")
+                continue
             changes += found
             continue
         release = cluster.release(component.name, component.namespace) or next(
@@ -188,6 +203,9 @@ def recipe_vs_snapshot(target: recipe.Recipe, snap: snapshot.Snapshot) -> DriftR
                     Change(DriftKind.NAMESPACE, component.name, "", component.namespace, elsewhere.namespace)
                 )
                 release = elsewhere
+            elif releases_unread:
+                not_compared.append(f"{component.name}: {releases_unread}")
+                continue
             else:
                 changes.append(
                     Change(DriftKind.MISSING_COMPONENT, component.name, "", f"{component.chart} {component.version}")
@@ -216,6 +234,7 @@ def recipe_vs_snapshot(target: recipe.Recipe, snap: snapshot.Snapshot) -> DriftR
         Side("Snapshot", "live cluster" if snap.source in ("", "live") else snap.source, snap.source or "live"),
         tuple(changes),
         tuple(notes),
+        tuple(not_compared),
     )
 
 

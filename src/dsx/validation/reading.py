@@ -6,6 +6,7 @@ on plain object dicts (as the API server returns them), so the adapter
 
 Errors follow the dsx tree: a kind the server does not serve (a CRD not installed) raises
 `NotFoundError`, an RBAC denial `ForbiddenError`, an unreachable server `UnavailableError`.
+`DENIED` is the pair a check catches to report `skipped` instead of a verdict it cannot reach.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dsx.errors import ForbiddenError, NotFoundError
+from dsx.errors import ForbiddenError, NotFoundError, UnauthorizedError
+
+DENIED = (ForbiddenError, UnauthorizedError)
 
 
 class ClusterReader(Protocol):
@@ -86,20 +89,28 @@ class LiveObjects:
     """Objects read once per (kind, namespace) for one validation run; a kind not served reads as none.
 
     The deployment and conformance phases ask for the same Pods, Nodes and DaemonSets many
-    times; one listing each keeps a run to a handful of API calls.
+    times; one listing each keeps a run to a handful of API calls. A denied listing raises
+    the same ForbiddenError (or UnauthorizedError) every time it is asked for, without asking
+    the server again, so each check that needs it can report `skipped` with the reason.
     """
 
     def __init__(self, reader: ClusterReader) -> None:
         self.reader = reader
         self._cache: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {}
+        self._denied: dict[tuple[str, str, str | None], ForbiddenError | UnauthorizedError] = {}
 
     def objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
         key = (api_version, kind, namespace)
+        if key in self._denied:
+            raise self._denied[key]
         if key not in self._cache:
             try:
                 found = self.reader.list(api_version, kind, namespace)
             except NotFoundError:
                 found = []
+            except DENIED as exc:
+                self._denied[key] = exc
+                raise
             self._cache[key] = sorted(
                 with_kind(found, kind),
                 key=lambda o: ((o.get("metadata") or {}).get("namespace") or "", (o.get("metadata") or {}).get("name")),
