@@ -106,9 +106,15 @@ def status(name: str, fmt: str, output: str | None) -> None:
 
 def _status_table(data: dict[str, Any]) -> str:
     rows: list[list[object]] = [[c["name"], c["pid"], "yes" if c["alive"] else "no"] for c in data["components"]]
+    nodes = data["nodes"]
+    readiness = (
+        f", {nodes['ready']}/{nodes['total']} nodes Ready"
+        if nodes["ready"] is not None
+        else f", {nodes['total']} nodes (readiness unknown: the apiserver does not answer)"
+    )
     head = (
         f"cluster {data['name']}: {data['phase']}"
-        + (f", {data['nodes']['ready']}/{data['nodes']['total']} nodes Ready" if data["options"] else "")
+        + (readiness if data["options"] else "")
         + (f", kubeconfig {data['kubeconfig']}" if data["kubeconfig"] else "")
         + "\n"
     )

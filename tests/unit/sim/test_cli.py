@@ -55,3 +55,23 @@ def test_absent_cluster(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no running control plane" in err
     code, _, err = _run(capsys, "inject", "--name", "nothing-here", "--node", "gpu-node-00", "--fault", "xid79")
     assert code == 3
+
+
+def test_status_table_says_when_readiness_is_unknown() -> None:
+    from dsx.cli import sim_cmd
+
+    degraded = {
+        "name": "c1",
+        "phase": "degraded",
+        "kubeconfig": "/state/sim/c1/kubeconfig",
+        "options": {"nodes": 4},
+        "components": [{"name": "kube-apiserver", "pid": 42, "alive": False}],
+        "nodes": {"total": 4, "ready": None, "names": []},
+    }
+    head = sim_cmd._status_table(degraded).splitlines()[0]
+    assert head == (
+        "cluster c1: degraded, 4 nodes (readiness unknown: the apiserver does not answer), "
+        "kubeconfig /state/sim/c1/kubeconfig"
+    )
+    running = {**degraded, "phase": "running", "nodes": {"total": 4, "ready": 3, "names": []}}
+    assert sim_cmd._status_table(running).startswith("cluster c1: running, 3/4 nodes Ready,")
