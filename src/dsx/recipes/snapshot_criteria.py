@@ -98,8 +98,18 @@ def os_for_image(image: str) -> str | None:
 class _Tally:
     """How many nodes report each criteria value; `unknown` holds the readings nothing maps to."""
 
+    what: str = ""
     counts: Counter[str] = field(default_factory=Counter)
-    unknown: list[str] = field(default_factory=list)
+    unknown_nodes: dict[str, list[str]] = field(default_factory=dict)
+    """Unmapped reading → the nodes reporting it (one warning per reading, not per node)."""
+
+    def unknown(self, source: str) -> list[str]:
+        lines = []
+        for text, names in self.unknown_nodes.items():
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            nodes = f"node {shown}" if len(names) == 1 else f"{len(names)} nodes ({shown})"
+            lines.append(f"{source}: {self.what} {text!r} on {nodes} is not a known criteria value")
+        return lines
 
 
 def _classify(
@@ -109,14 +119,14 @@ def _classify(
     what: str,
     source: str,
 ) -> _Tally:
-    tally = _Tally()
+    tally = _Tally(what=what)
     for node in nodes:
         text = reading(node)
         if not text:
             continue
         value = classify(text)
         if value is None:
-            tally.unknown.append(f"{source}: {what} {text!r} on node {_name(node)} is not a known criteria value")
+            tally.unknown_nodes.setdefault(text, []).append(_name(node))
         else:
             tally.counts[value] += 1
     return tally
@@ -126,8 +136,8 @@ def _choose(
     dimension: str, found: _Tally, criteria: dict[str, Any], warnings: list[str], source: str, *, unknown: str
 ) -> None:
     """Set `dimension` when every node agrees on one known value; otherwise warn and leave it out."""
-    if found.unknown:
-        warnings.extend(found.unknown)
+    if found.unknown_nodes:
+        warnings.extend(found.unknown(source))
         warnings.append(f"{source}: {dimension} left out of the criteria ({unknown})")
         return
     counts = found.counts

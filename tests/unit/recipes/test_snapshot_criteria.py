@@ -95,3 +95,19 @@ def test_openshift_label_wins_over_the_cloud_provider() -> None:
 def test_document_without_nodes_is_bad_input() -> None:
     with pytest.raises(BadInputError, match="no nodes found"):
         snapshot_criteria.derive({"kind": "Snapshot"}, source="s.yaml")
+
+
+def test_unknown_hardware_on_many_nodes_is_one_warning() -> None:
+    nodes = [
+        {
+            "metadata": {"name": f"n{i}", "labels": {"nvidia.com/gpu.product": "NVIDIA-X9000"}},
+            "spec": {"providerID": "aws:///us-east-1a/i-0"},
+            "status": {"nodeInfo": {"osImage": "Ubuntu 24.04.1 LTS"}},
+        }
+        for i in range(50)
+    ]
+    derived = snapshot_criteria.derive({"items": nodes}, source="s.yaml")
+    product_warnings = [w for w in derived.warnings if "NVIDIA-X9000" in w]
+    assert len(product_warnings) == 1
+    assert "50 nodes (n0, n1, n2 and 47 more)" in product_warnings[0]
+    assert "accelerator" not in derived.criteria
