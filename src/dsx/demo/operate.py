@@ -95,6 +95,7 @@ class Steps:
         self.store: EventStore | None = None
         self.fault_at = 0.0
         self._seen = 0
+        self._pods_at_fault: list[str] = []
 
     def run(self, stack: ExitStack) -> None:
         log = self.demo.log
@@ -202,6 +203,8 @@ class Steps:
     def _inject(self) -> str:
         from dsx.sim import faults
 
+        # the drain is quick: remember what ran on the node before the fault to report what it evicted
+        self._pods_at_fault = self._workload_pods_on_node()
         self.fault_at = time.monotonic()
         injection = faults.inject(self.demo.cluster, self.node, FAULT)
         line = injection.actions[0].split(": ", 1)[-1]
@@ -275,7 +278,7 @@ class Steps:
         from dsx.model.health import NodeState
 
         assert self.demo.kube is not None
-        before = self._workload_pods_on_node()
+        before = self._pods_at_fault
         seconds = self._wait_for(NodeState.DRAINED, DRAIN_TIMEOUT_SECONDS)
         left = self._workload_pods_on_node()
         if left:
