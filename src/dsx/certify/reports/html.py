@@ -36,7 +36,7 @@ def render(doc: dict[str, Any]) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>dsx certification: {escape(doc['name'])}</title>",
         f"<style>{_STYLE}</style></head><body>",
-        f'<h1>Certification {escape(doc["name"])} <span class="badge {doc["result"]}">{doc["result"]}</span></h1>',
+        f'<h1>dsx certification: {escape(doc["name"])} <span class="badge {doc["result"]}">{doc["result"]}</span></h1>',
         _overview(doc),
         _failed_nodes(doc),
     ]
@@ -71,7 +71,7 @@ def _failed_nodes(doc: dict[str, Any]) -> str:
     for node in failed:
         detail = node.get("message") or node.get("exclusion", "")
         values = ""
-        if node.get("measured") is not None:
+        if node.get("measured") is not None and "measured" not in detail:
             values = f" — measured {node['measured']:.4g}, expected {_bound(node)}"
         out.append(
             f'<h3>{escape(node["name"])} <span class="badge {node["status"]}">{escape(node.get("reason", node["status"]))}</span></h3>'
