@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from dsx.model.health import HealthEvent, NodeState
+from dsx.errors import ConflictError
+from dsx.model.health import HealthEvent, NodeState, require_transition
 
 
 class StageStatus(enum.Enum):
@@ -238,3 +239,17 @@ class EventStore(Protocol):
     def save_breaker(self, name: str, document: Mapping[str, Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+def move_needed(node_name: str, current: NodeState, target: NodeState, expected: NodeState | None) -> bool:
+    """The rule every `EventStore.transition` applies before writing, in one place.
+
+    Raises ConflictError when `expected` is given and the node is elsewhere, or when the table
+    does not allow `current → target`; False when the node is already in `target` (no-op).
+    """
+    if expected is not None and current is not expected:
+        raise ConflictError(
+            f"node {node_name}: expected state {expected.value}, found {current.value}; re-read and retry"
+        )
+    require_transition(node_name, current, target)
+    return current is not target

@@ -27,7 +27,6 @@ from dsx.health.eventstore import (
     ValidationRequest,
     ValidationStatus,
 )
-from dsx.model import health
 from dsx.model.health import HealthEvent, NodeState
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -204,12 +203,7 @@ class InMemoryEventStore:
     ) -> NodeStatus:
         with self._lock:
             current = self.node_state(node_name)
-            if expected is not None and current.state is not expected:
-                raise ConflictError(
-                    f"node {node_name}: expected state {expected.value}, found {current.state.value}; re-read and retry"
-                )
-            health.require_transition(node_name, current.state, target)
-            if current.state is target:
+            if not eventstore.move_needed(node_name, current.state, target, expected):
                 return current
             now = self._now()
             status = NodeStatus(node_name, target, reason, now, event_sequence)

@@ -39,7 +39,6 @@ from dsx.health.eventstore import (
     ValidationRequest,
     ValidationStatus,
 )
-from dsx.model import health
 from dsx.model.health import HealthEvent, NodeState
 
 SCHEMA_VERSION = 1
@@ -448,12 +447,7 @@ class SqlEventStore(abc.ABC):
         with self.transaction(write=True) as cur:
             self.serialize(cur, f"node:{node_name}")
             current = self._node_state(cur, node_name)
-            if expected is not None and current.state is not expected:
-                raise ConflictError(
-                    f"node {node_name}: expected state {expected.value}, found {current.state.value}; re-read and retry"
-                )
-            health.require_transition(node_name, current.state, target)
-            if current.state is target:
+            if not eventstore.move_needed(node_name, current.state, target, expected):
                 return current
             cur.execute(
                 "INSERT INTO node_states (node_name, state, reason, since, event_sequence) VALUES (?, ?, ?, ?, ?)"
