@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Query
 from fastapi.responses import Response
@@ -37,6 +37,16 @@ class QueryBody(CriteriaBody):
     selector: str = Field(min_length=1, max_length=512, examples=["components.gpu-operator.values.driver.version"])
 
 
+class CriteriaQuery(CriteriaBody):
+    """The same criteria as query parameters; unknown parameters are ignored, as URLs often carry extras."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class QueryQuery(QueryBody):
+    model_config = ConfigDict(extra="ignore")
+
+
 class BundleBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -56,6 +66,10 @@ def _recipe_for(body: CriteriaBody) -> recipe_model.Recipe:
     return result
 
 
+def _answer(query: QueryBody) -> dict[str, Any]:
+    return {"selector": query.selector, "value": selector.select(selector.hydrated(_recipe_for(query)), query.selector)}
+
+
 def _zip(files: dict[str, bytes], executables: frozenset[str]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -69,26 +83,9 @@ def _zip(files: dict[str, bytes], executables: frozenset[str]) -> bytes:
 
 def register(api: FastAPI) -> None:
     @api.get("/v1/recipe", tags=["configure"])
-    def get_recipe(
-        service: str | None = Query(default=None, max_length=32),
-        accelerator: str | None = Query(default=None, max_length=32),
-        os: str | None = Query(default=None, max_length=32),
-        intent: str | None = Query(default=None, max_length=32),
-        platform: str | None = Query(default=None, max_length=32),
-        nodes: int | None = Query(default=None, ge=1, le=100_000),
-        strict: bool = False,
-    ) -> dict[str, Any]:
+    def get_recipe(criteria: Annotated[CriteriaQuery, Query()]) -> dict[str, Any]:
         """Resolve criteria (query parameters) into a recipe."""
-        body = CriteriaBody(
-            service=service,
-            accelerator=accelerator,
-            os=os,
-            intent=intent,
-            platform=platform,
-            nodes=nodes,
-            strict=strict,
-        )
-        return _recipe_for(body).to_dict()
+        return _recipe_for(criteria).to_dict()
 
     @api.post("/v1/recipe", tags=["configure"])
     def post_recipe(body: CriteriaBody = Body(...)) -> dict[str, Any]:
@@ -96,34 +93,13 @@ def register(api: FastAPI) -> None:
         return _recipe_for(body).to_dict()
 
     @api.get("/v1/query", tags=["configure"])
-    def get_query(
-        selector_path: str = Query(alias="selector", min_length=1, max_length=512),
-        service: str | None = Query(default=None, max_length=32),
-        accelerator: str | None = Query(default=None, max_length=32),
-        os: str | None = Query(default=None, max_length=32),
-        intent: str | None = Query(default=None, max_length=32),
-        platform: str | None = Query(default=None, max_length=32),
-    ) -> dict[str, Any]:
+    def get_query(query: Annotated[QueryQuery, Query()]) -> dict[str, Any]:
         """One value of the hydrated recipe; a missing path is 404 naming the deepest prefix."""
-        body = QueryBody(
-            selector=selector_path,
-            service=service,
-            accelerator=accelerator,
-            os=os,
-            intent=intent,
-            platform=platform,
-        )
-        return {
-            "selector": selector_path,
-            "value": selector.select(selector.hydrated(_recipe_for(body)), selector_path),
-        }
+        return _answer(query)
 
     @api.post("/v1/query", tags=["configure"])
     def post_query(body: QueryBody = Body(...)) -> dict[str, Any]:
-        return {
-            "selector": body.selector,
-            "value": selector.select(selector.hydrated(_recipe_for(body)), body.selector),
-        }
+        return _answer(body)
 
     @api.post(
         "/v1/bundle",
