@@ -23,7 +23,7 @@ PACKAGE_TIER = {
     "serialization": "foundation",
     "catalog": "foundation",
     "__init__": "foundation",
-    "cel": "foundation",
+    "cel": "foundation", "interrupts": "foundation",
     "recipes": "domain",
     "bundles": "domain",
     "signing": "domain",

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
-import signal
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import click
 
+from dsx import interrupts
 from dsx.cli import snapshot_cmd
 
 DEFAULT_NAMESPACE = "dsx-certify"
@@ -208,7 +206,7 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
             f"`dsx certify cleanup --run-id {executor.certification_id}` removes any left behind",
             err=True,
         )
-        with _interrupt_on_sigterm(), executor:
+        with interrupts.sigterm_as_keyboard_interrupt(), executor:
             return engine.certify(spec, executor, progress=progress)
 
 
@@ -218,20 +216,6 @@ def _run_id(value: str | None) -> str | None:
 
         raise BadInputError(f"--run-id: {value!r} must be 1-20 lowercase letters, digits or '-' (a label value)")
     return value
-
-
-@contextlib.contextmanager
-def _interrupt_on_sigterm() -> Iterator[None]:
-    """SIGTERM (a CI cancel, `kill`) unwinds like Ctrl-C, so the executor deletes what it created."""
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @certify.command("cleanup")

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from dsx import interrupts
 from dsx.cli import certify_cmd, snapshot_cmd
 from dsx.cli import output as cli_output
 from dsx.errors import BadInputError
@@ -98,7 +99,7 @@ def kubernetes_certify(client: Any, launcher: Any, *, namespace: str, image: str
             f"`dsx certify cleanup --run-id {executor.certification_id}` removes any left behind",
             err=True,
         )
-        with certify_cmd._interrupt_on_sigterm(), executor:  # as `dsx certify run`: SIGTERM cleans up too
+        with interrupts.sigterm_as_keyboard_interrupt(), executor:  # as `dsx certify run`: SIGTERM cleans up too
             return engine.certify(spec, executor, progress=_progress)
 
     return certify

@@ -17,12 +17,11 @@ import contextlib
 import dataclasses
 import re
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsx import __version__, serialization
+from dsx import __version__, interrupts, serialization
 from dsx.bundles import render, tree
 from dsx.bundles.options import BundleOptions, Deployer
 from dsx.certify import engine
@@ -423,26 +422,6 @@ def _failed_category(result: engine.CertificationResult, node: str) -> str:
     return ""
 
 
-@contextlib.contextmanager
-def interrupts_as_keyboard_interrupt() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C, so `kill` also runs the cleanup (the main thread only)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run(options: DemoOptions, say: Any) -> dict[str, Any]:
     """Run the demo and write timeline.json, summary.json and report.html; returns the summary.
 
@@ -454,7 +433,7 @@ def run(options: DemoOptions, say: Any) -> dict[str, Any]:
     log = journal.Journal(say)
     demo = Demo(options, log)
     try:
-        with interrupts_as_keyboard_interrupt():
+        with interrupts.sigterm_as_keyboard_interrupt():
             demo.run()
     except KeyboardInterrupt:
         log.interrupted = True
