@@ -18,8 +18,9 @@ from dsx.bundles.tree import FileTree
 from dsx.model.recipe import Recipe
 
 RECORDER = """#!/usr/bin/env bash
-# records its name and argv, one NUL-separated line per call
-{{ printf '%s\\0' "$(basename "$0")" "$@"; printf '\\n'; }} >> {log}
+# records its name and argv, one NUL-separated line per call; the lock keeps the two halves of a
+# pipeline (`kubectl create … | kubectl apply -f -`, run concurrently) from interleaving their records
+{{ flock 9; {{ printf '%s\\0' "$(basename "$0")" "$@"; printf '\\n'; }} >> {log}; }} 9>> {log}.lock
 if [ "$(basename "$0")" = kubectl ] && [ "${{1:-}}" = create ]; then echo 'kind: Namespace'; fi
 if [ "${{!#}}" = - ]; then cat > /dev/null; fi
 """
