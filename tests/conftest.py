@@ -1,4 +1,4 @@
-"""Shared fixtures. Integration fixtures (sim cluster, PostgreSQL) live in tests/integration/conftest.py."""
+"""Shared fixtures. The real-dependency fixtures (sim cluster, PostgreSQL) are plugins in tests/fixtures/."""
 
 from __future__ import annotations
 
@@ -6,6 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests judge results, not speed: on a loaded 2-core CI machine Hypothesis' default
+# 200 ms deadline turns a slow example into a spurious failure.
+settings.register_profile("dsx", deadline=None)
+settings.load_profile("dsx")
 
 pytest_plugins = ["fixtures.sim_cluster", "fixtures.postgres_server"]
 
