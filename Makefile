@@ -3,19 +3,31 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
+LOCK := requirements.lock
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-12)
+SOURCES := src tests bench hack
 
-.PHONY: demo test lint typecheck unit bench control-plane clean
+.PHONY: demo test install lock lint typecheck deps unit bench control-plane clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml
-	$(PIP) install --quiet -c constraints.txt -e '.[all,collectives,dev]'
+# Every package comes from the lock, pinned and hash-checked (pip and the build backend too);
+# dsx itself is installed editable without build isolation, so nothing unpinned is fetched.
+$(STAMP): $(PY) pyproject.toml $(LOCK)
+	$(PIP) install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(LOCK)
+	$(PIP) install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PIP) check
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)
+
+# Regenerate the lock: every direct and transitive dependency of .[all,collectives,dev] (plus pip and
+# hatchling) for CPython 3.11 on linux x86_64, exact versions with hashes. Commit the result.
+lock: $(STAMP)
+	$(VENV)/bin/uv pip compile pyproject.toml hack/lock-tools.in --extra all --extra collectives --extra dev \
+	  --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	  --quiet -o $(LOCK)
 
 demo: $(STAMP)
 	$(VENV)/bin/dsx demo
@@ -24,15 +36,17 @@ control-plane: $(STAMP)
 	bash hack/build-control-plane.sh
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-test: $(STAMP) control-plane
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/mypy
+# every third-party import declared in pyproject.toml, every declared package used
+deps: $(STAMP)
+	$(VENV)/bin/deptry src tests bench hack
+
+test: lint typecheck deps control-plane
 	$(PY) -m pytest -p no:cacheprovider
 
 unit: $(STAMP)

@@ -37,6 +37,28 @@ log() { echo "[build-control-plane] $*" >&2; }
 
 have() { [ -x "$OUT_DIR/$1" ]; }
 
+# Progress, one line per binary: "step N/6 NAME (elapsed S s; next: NEXT)". dsx.sim.binaries reads
+# these lines to report progress and to name the binary a failed build was working on.
+ORDER=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
+step() {
+  local name="$1" i next="done"
+  for i in "${!ORDER[@]}"; do
+    if [ "${ORDER[$i]}" = "$name" ]; then
+      [ $((i + 1)) -lt ${#ORDER[@]} ] && next="${ORDER[$((i + 1))]}"
+      log "step $((i + 1))/${#ORDER[@]} $name (elapsed $(( $(date +%s) - start )) s; next: $next)"
+      return
+    fi
+  done
+}
+
+# First line of a command's output, without a pipe into head: under pipefail the writer of a long output
+# dies of SIGPIPE when head exits first, and the whole script fails (issue 12).
+first_line() {
+  local out
+  out=$("$@" 2>&1) || true
+  printf '%s\n' "${out%%$'\n'*}"
+}
+
 if ! (have kube-apiserver && have kube-controller-manager && have kube-scheduler && have kubectl); then
   log "kubernetes v$K8S_VERSION (staging $staging_version)"
   mod="$WORK/k8s-$K8S_VERSION"
@@ -60,13 +82,13 @@ if ! (have kube-apiserver && have kube-controller-manager && have kube-scheduler
     -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     have "$cmd" && continue
-    log "building $cmd"
+    step "$cmd"
     go build -p 2 -ldflags "$ldflags" -o "$OUT_DIR/$cmd" "k8s.io/kubernetes/cmd/$cmd"
   done
 fi
 
 if ! have etcd; then
-  log "etcd v$ETCD_VERSION"
+  step etcd
   mod="$WORK/etcd-$ETCD_VERSION"
   rm -rf "$mod"; mkdir -p "$mod"; cd "$mod"
   go mod init dsx.local/etcdbuild >/dev/null 2>&1
@@ -75,7 +97,7 @@ if ! have etcd; then
 fi
 
 if ! have kwok; then
-  log "kwok v$KWOK_VERSION"
+  step kwok
   GOBIN="$OUT_DIR" go install -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION" \
     "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
 fi
@@ -84,6 +106,6 @@ end=$(date +%s)
 log "done in $((end - start)) s; binaries in $OUT_DIR"
 du -sh "$OUT_DIR" >&2
 for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok; do
-  printf '%s: ' "$b" >&2; "$OUT_DIR/$b" --version 2>&1 | head -1 >&2
+  printf '%s: %s\n' "$b" "$(first_line "$OUT_DIR/$b" --version)" >&2
 done
-printf 'kubectl: ' >&2; "$OUT_DIR/kubectl" version --client 2>&1 | head -1 >&2
+printf 'kubectl: %s\n' "$(first_line "$OUT_DIR/kubectl" version --client)" >&2

@@ -9,6 +9,7 @@ here, chaining the original as `__cause__`, so no third-party exception escapes 
     ├── BadInputError                    2   400   malformed file, unknown flag value, schema violation
     │   └── CatalogError                 2   400   the shipped catalog itself is inconsistent
     ├── NotFoundError                    3   404   a file, object, path or component does not exist
+    │   └── MissingExtraError            3   501   an optional extra (pip install 'dsx[EXTRA]') is not installed
     ├── UnauthorizedError                4   401   no or bad credentials
     │   └── ForbiddenError               4   403   authenticated but not allowed (RBAC)
     ├── DeadlineExceededError            5   504   an operation ran past its timeout
@@ -82,6 +83,12 @@ class NotFoundError(DsxError):
     """The named thing does not exist."""
 
     outcome = Outcome("NOT_FOUND", 3, 404)
+
+
+class MissingExtraError(NotFoundError):
+    """A feature needs an optional extra that is not installed; the message names the pip command."""
+
+    outcome = Outcome("MISSING_EXTRA", 3, 501)
 
 
 class UnauthorizedError(DsxError):

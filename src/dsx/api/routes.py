@@ -31,10 +31,20 @@ def check_ready(settings: ApiSettings) -> None:
 
 
 def _optional(name: str):  # type: ignore[no-untyped-def]
-    import importlib
-    import importlib.util
+    """The route module, or None when an optional extra it needs (kube, store, cel …) is not installed.
 
-    full = f"dsx.api.{name}"
-    if importlib.util.find_spec(full) is None:
+    Its routes are then absent (404), and the server logs once which extra would add them.
+    """
+    import importlib
+    import logging
+
+    from dsx import extras
+
+    try:
+        return importlib.import_module(f"dsx.api.{name}")
+    except ModuleNotFoundError as exc:
+        missing = extras.missing(exc, needed_by=f"the API routes of dsx.api.{name}")
+        if missing is None:
+            raise
+        logging.getLogger("dsx.api").warning("%s", missing)
         return None
-    return importlib.import_module(full)

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from dsx import __version__
+from dsx import __version__, extras
 from dsx.errors import DsxError, InternalError
 
 # command name → "module:attribute"; a module is imported only when its command runs.
@@ -34,7 +34,8 @@ class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name, (target, _) in COMMANDS.items() if _importable(target))
+        # every command is listed, installed extras or not: running one without its extra says which to install
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         entry = COMMANDS.get(cmd_name)
@@ -44,9 +45,10 @@ class LazyGroup(click.Group):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                return None
-            raise
+            error = extras.missing(exc, needed_by=f"dsx {cmd_name}")
+            if error is None:
+                raise
+            raise error from exc
         command = getattr(module, attr)
         assert isinstance(command, click.Command)
         return command
@@ -56,12 +58,6 @@ class LazyGroup(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
-
-
-def _importable(target: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(target.split(":")[0]) is not None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -105,7 +101,9 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if debug:
             raise
-        err = InternalError(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
+        # an optional extra imported where the command runs, not where it is loaded: not a bug
+        missing = extras.missing(exc, needed_by="this command") if isinstance(exc, ModuleNotFoundError) else None
+        err = missing or InternalError(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
         click.echo(f"dsx: error: {err}", err=True)
         sys.exit(err.exit_code)
     sys.exit(0)

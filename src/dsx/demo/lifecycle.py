@@ -79,6 +79,7 @@ class Artifact:
     VALIDATION_JUNIT = "validation/report.xml"
     CERTIFICATION = "certification/report.json"
     CERTIFICATION_HTML = "certification/report.html"
+    SIM_LOGS = "sim-logs"
     TIMELINE = "timeline.json"
     SUMMARY = "summary.json"
     REPORT = "report.html"
@@ -170,7 +171,7 @@ class Demo:
 
     def _prepare_output(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
-        for stale in ("keys", Artifact.BUNDLE, "validation", "certification"):
+        for stale in ("keys", Artifact.BUNDLE, "validation", "certification", Artifact.SIM_LOGS):
             shutil.rmtree(self.out / stale, ignore_errors=True)
         for stale_file in (Artifact.RECIPE, Artifact.RECIPE_ATTESTATION, "recipe.yaml.intoto.jsonl"):
             (self.out / stale_file).unlink(missing_ok=True)
@@ -394,6 +395,7 @@ class Demo:
         if self.kube is not None:
             self.kube.close()
             self.kube = None
+        self._keep_sim_logs()
         if self.options.keep:
             self.log.run(
                 "cleanup",
@@ -405,6 +407,17 @@ class Demo:
             )
             return
         self.log.run("cleanup", "cleanup", self._down)
+
+    def _keep_sim_logs(self) -> None:
+        """Copy the control plane's component logs into the output folder: `sim down` removes its state."""
+        logs = self.cluster.state_dir / "logs"
+        if not logs.is_dir():
+            return
+        target = self.path(Artifact.SIM_LOGS)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(logs, target)
+        self.artifact("simLogs", Artifact.SIM_LOGS)
+        self.log.note(f"control-plane logs kept in {Artifact.SIM_LOGS}/", show=False)
 
     def _down(self) -> str:
         stopped = self.cluster.down()

@@ -33,6 +33,7 @@ ARTIFACT_TITLES = {
     "sentinelStore": "Sentinel event store (SQLite)",
     "sentinelLog": "Sentinel log (JSON lines)",
     "sentinelStatus": "Sentinel status: node states, history, re-certification requests",
+    "simLogs": "Control-plane component logs (etcd, kube-apiserver, …, kwok)",
     "timeline": "Event timeline (JSON)",
     "summary": "This summary (JSON)",
     "report": "This page",

@@ -9,6 +9,7 @@ error says how to provide them. Binaries are never committed.
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import shutil
@@ -88,8 +89,21 @@ def _how_to_provide(missing: list[str], cache: Path) -> str:
     )
 
 
+BUILD_STEP = re.compile(r"\[build-control-plane\] step \d+/\d+ (?P<name>[a-z-]+) ")
+BUILD_TAIL_LINES = 15
+
+
+def build_log(cache: Path) -> Path:
+    """Where the last build's whole output is kept (beside the binaries' folder, so it survives a retry)."""
+    return cache.parent / f"build-{cache.name}.log"
+
+
 def build(cache: Path, *, progress: Callable[[str], None]) -> None:
-    """Run the build script into `cache`; its own log goes to stderr."""
+    """Run the build script into `cache`, relaying its per-binary progress lines.
+
+    A failure is the build's own error — which binary, its exit status, the log's last lines
+    and the log's path — never a readiness timeout of what it did not build.
+    """
     script = build_script()
     if script is None:
         raise errors.NotFoundError(_how_to_provide(list(NAMES), cache) + " — the script is not in this installation")
@@ -102,9 +116,38 @@ def build(cache: Path, *, progress: Callable[[str], None]) -> None:
         "ETCD_VERSION": settings.ETCD_VERSION,
         "KWOK_VERSION": settings.KWOK_VERSION,
     }
-    result = subprocess.run(["bash", str(script), str(cache)], env=env, check=False)
-    if result.returncode != 0:
-        raise errors.UnavailableError(f"{script} failed with exit code {result.returncode} (its log is above)")
+    log = build_log(cache)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    tail: collections.deque[str] = collections.deque(maxlen=BUILD_TAIL_LINES)
+    building = "Go modules"
+    with open(log, "w", encoding="utf-8") as kept:
+        process = subprocess.Popen(
+            ["bash", str(script), str(cache)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        assert process.stdout is not None
+        with process:
+            for line in process.stdout:
+                kept.write(line)
+                line = line.rstrip()
+                if not line:
+                    continue
+                tail.append(line)
+                if line.startswith("[build-control-plane]"):
+                    step = BUILD_STEP.match(line)
+                    if step:
+                        building = step.group("name")
+                    progress(line.removeprefix("[build-control-plane] "))
+    if process.returncode != 0:
+        raise errors.UnavailableError(
+            f"control-plane build failed while building {building} (exit status {process.returncode}); "
+            f"log {log}, last lines: {' | '.join(tail)}"
+        )
 
 
 def kubernetes_version(apiserver: Path) -> str:

@@ -34,6 +34,8 @@ PORTS = ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube
 NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 SPEC_DIGEST_ANNOTATION = "sim.dsx.run/spec-digest"
 LOOPBACK = "127.0.0.1"
+LOG_TAIL_LINES = 8
+"""Lines of a failed component's log quoted in the error."""
 
 Progress = Callable[[str], None]
 
@@ -138,6 +140,12 @@ def _stop_in_order(records: tuple[processes.ProcessRecord, ...]) -> None:
     processes.stop([r for r in records if not any(r.component in group for group in STOP_ORDER)])
 
 
+def _log_evidence(log: Path) -> str:
+    """Where a component's log is and how it ends, for an error message that must stand on its own."""
+    tail = processes.log_tail(log, lines=LOG_TAIL_LINES)
+    return f"log {log}, last lines: {tail}" if tail else f"log {log} (empty)"
+
+
 def _ready(node: dict[str, Any]) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions") or []
@@ -227,13 +235,13 @@ class SimCluster:
         def say(message: str) -> None:
             progress(f"[{time.monotonic() - began:5.1f}s] {message}")
 
-        deadline = began + ready_timeout_seconds
         with self._locked():
             state = self.load_state()
             if state is not None and self._all_alive(state):
                 say(f"control plane {self.name!r} already running; converging nodes")
                 state = dataclasses.replace(state, options=options)
                 self._save(state)
+                deadline = time.monotonic() + ready_timeout_seconds
                 with self.client() as kube:
                     self._converge_nodes(kube, state, say)
                     self._wait_ready(kube, state, deadline, say)
@@ -243,6 +251,8 @@ class SimCluster:
                 _stop_in_order(state.processes)
             processes.kill_pids(processes.strays(f"{self.state_dir}/"))
             found = binaries.resolve(progress=say, allow_build=allow_build)
+            # the readiness budget is for the processes: a first-run build may take many minutes
+            deadline = time.monotonic() + ready_timeout_seconds
             state = self._start(options, found, state, deadline, say, die_with_parent)
         say(f"ready: {options.nodes} {options.accelerator} nodes")
         return self.status()
@@ -291,7 +301,7 @@ class SimCluster:
             for component in COMPONENTS[:-1]:
                 launch(component)
             with self.client() as kube:
-                self._wait(lambda: kube.ready(), state, deadline, "kube-apiserver /readyz")
+                self._wait(lambda: kube.ready(), state, deadline, "kube-apiserver", "/readyz")
                 say("apiserver ready")
                 kube.create_crd(kwok.LOGS_CRD)
                 launch("kwok")
@@ -464,32 +474,40 @@ class SimCluster:
         def nodes_ready() -> bool:
             return sum(_ready(n) for n in kube.list_nodes({nodes.CLUSTER_LABEL: self.name})) == want
 
-        self._wait(nodes_ready, state, deadline, f"{want} Ready nodes")
+        self._wait(nodes_ready, state, deadline, "kwok", f"{want} Ready nodes")
         say(f"{want} nodes Ready")
 
-        def schedulable() -> bool:
+        def service_account() -> bool:
             try:
                 kube.get("v1", "ServiceAccount", "default", "default")
             except errors.NotFoundError:
                 return False
-            return _port_open(state.ports["kube-scheduler"])
+            return True
 
-        self._wait(schedulable, state, deadline, "the default service account and kube-scheduler")
+        self._wait(service_account, state, deadline, "kube-controller-manager", "the default service account")
+        self._wait(
+            lambda: _port_open(state.ports["kube-scheduler"]), state, deadline, "kube-scheduler", "its secure port"
+        )
 
-    def _wait(self, check: Callable[[], bool], state: ClusterState, deadline: float, what: str) -> None:
+    def _wait(self, check: Callable[[], bool], state: ClusterState, deadline: float, component: str, what: str) -> None:
+        """Poll `check` until it holds; a component that exits, or the deadline, fails with its log's tail.
+
+        `component` is the one whose readiness `check` reflects, so a timeout names it and shows its log.
+        """
         while True:
             for record in state.processes:
                 if not processes.alive(record):
-                    tail = processes.log_tail(Path(record.log))
                     raise errors.UnavailableError(
-                        f"{record.component} exited while waiting for {what}; log {record.log}: {tail}"
+                        f"dsx sim: {record.component} {processes.exit_description(record)} while waiting for "
+                        f"{component} {what}; {_log_evidence(Path(record.log))}"
                     )
             with contextlib.suppress(errors.UnavailableError, errors.DeadlineExceededError):
                 if check():
                     return
             if time.monotonic() > deadline:
+                log = self.state_dir / "logs" / f"{component}.log"
                 raise errors.DeadlineExceededError(
-                    f"dsx sim: timed out waiting for {what}; component logs in {self.state_dir / 'logs'}"
+                    f"dsx sim: timed out waiting for {component} {what}; {_log_evidence(log)}"
                 )
             time.sleep(0.2)
 

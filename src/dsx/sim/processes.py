@@ -46,9 +46,37 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[19])
 
 
+_children: dict[int, subprocess.Popen[bytes]] = {}
+"""Components this interpreter started, by PID. Holding the Popen keeps subprocess's own clean-up
+from reaping them behind our back, so how each one ended stays known."""
+
+
 def _reap(pid: int) -> None:
+    child = _children.get(pid)
+    if child is not None:
+        child.poll()
+        return
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def exit_description(record: ProcessRecord) -> str:
+    """How a finished component ended: 'exited with status 1', 'was killed by SIGKILL', or 'exited'.
+
+    The status is known only for processes this interpreter started (its children); one
+    started by an earlier `dsx sim up` can only be seen to be gone.
+    """
+    child = _children.get(record.pid)
+    code = child.poll() if child is not None else None
+    if code is None:
+        return "exited"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with status {code}"
 
 
 def alive(record: ProcessRecord) -> bool:
@@ -88,8 +116,9 @@ def start(
             env=dict(env) if env is not None else None,
             preexec_fn=_die_with_parent if die_with_parent else None,
         )
-    # the Popen object is dropped: the process outlives this call (and `dsx sim up` itself);
-    # `alive()` reaps it if it exits while this interpreter is its parent
+    # the process outlives this call (and `dsx sim up` itself); `alive()` reaps it if it exits
+    # while this interpreter is its parent, and `exit_description()` tells how it ended
+    _children[process.pid] = process
     stat = _stat(process.pid)
     return ProcessRecord(component, process.pid, stat[1] if stat else 0, str(log))
 
@@ -140,10 +169,19 @@ def kill_pids(pids: Iterable[int]) -> None:
         _reap(pid)
 
 
+LOG_TAIL_BYTES = 64 * 1024
+"""How much of a log's end is read for its tail: a crash loop's log can be large."""
+
+
 def log_tail(path: Path, lines: int = 5) -> str:
-    """The last lines of a component log, for error messages."""
+    """The last non-empty lines of a component log joined by ' | ', for one-line error messages."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - LOG_TAIL_BYTES))
+            text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])

@@ -69,3 +69,64 @@ def test_the_build_script_ships_with_the_checkout() -> None:
     assert script is not None and script.name == "build-control-plane.sh"
     text = script.read_text()
     assert "gitVersion=v$K8S_VERSION" in text  # versions stamped so --version tells the truth
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "hack" / "build-control-plane.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text("#!/usr/bin/env bash\nset -euo pipefail\n" + body)
+    return script
+
+
+def test_the_build_reports_each_binary_and_fails_with_its_own_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = _script(
+        tmp_path,
+        'echo "[build-control-plane] step 1/6 kube-apiserver (elapsed 0 s; next: kube-controller-manager)" >&2\n'
+        'echo "go: downloading k8s.io/api v0.36.3"\n'
+        'echo "[build-control-plane] step 2/6 kube-controller-manager (elapsed 95 s; next: kube-scheduler)" >&2\n'
+        'echo "compile: out of memory" >&2\nexit 2\n',
+    )
+    monkeypatch.setattr(binaries, "build_script", lambda: script)
+    monkeypatch.setattr(binaries.shutil, "which", lambda name: f"/usr/bin/{name}")
+    cache = tmp_path / "cache" / "control-plane" / "v1.36.3"
+    said: list[str] = []
+    with pytest.raises(errors.UnavailableError) as raised:
+        binaries.build(cache, progress=said.append)
+    message = str(raised.value)
+    assert message.startswith("control-plane build failed while building kube-controller-manager (exit status 2)")
+    assert "compile: out of memory" in message
+    assert str(binaries.build_log(cache)) in message
+    assert said[1:] == [
+        "step 1/6 kube-apiserver (elapsed 0 s; next: kube-controller-manager)",
+        "step 2/6 kube-controller-manager (elapsed 95 s; next: kube-scheduler)",
+    ]
+    assert "go: downloading k8s.io/api v0.36.3" in binaries.build_log(cache).read_text()
+
+
+def test_the_build_script_survives_long_version_output_under_pipefail(tmp_path: Path) -> None:
+    """With every binary present the script only prints versions; `| head -1` there died of SIGPIPE (issue 12)."""
+    import subprocess
+
+    script = binaries.build_script()
+    assert script is not None
+    out = tmp_path / "bin"
+    out.mkdir()
+    for name in binaries.NAMES:
+        tool = out / name
+        # far more output than a pipe buffer, so a reader that stops early would kill the writer
+        tool.write_text("#!/bin/sh\necho 'v1.36.3'\nseq 1 200000\n")
+        tool.chmod(0o755)
+    for _ in range(3):
+        done = subprocess.run(
+            ["bash", str(script), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DSX_CACHE_DIR": str(tmp_path / "cache")},
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "kubectl: v1.36.3" in done.stderr
+    assert "| head" not in script.read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import time
 from pathlib import Path
 
 from dsx.sim import processes
@@ -43,3 +44,24 @@ def test_records_round_trip_and_logs_are_tailed(tmp_path: Path) -> None:
     (tmp_path / "etcd.log").write_text("one\ntwo\nthree\n")
     assert processes.log_tail(tmp_path / "etcd.log", lines=2) == "two | three"
     assert processes.log_tail(tmp_path / "absent.log") == ""
+
+
+def test_how_a_finished_component_ended_is_told(tmp_path: Path) -> None:
+    failing = processes.start("etcd", ["/bin/sh", "-c", "echo boom; exit 3"], tmp_path / "etcd.log")
+    killed = _sleeper(tmp_path, str(tmp_path / "marker-c"))
+    processes.stop([killed], grace_seconds=0)  # SIGTERM to the group
+    for _ in range(100):
+        if not processes.alive(failing):
+            break
+        time.sleep(0.05)
+    assert not processes.alive(failing)
+    assert processes.exit_description(failing) == "exited with status 3"
+    assert processes.exit_description(killed) == "was killed by SIGTERM"
+    stranger = processes.ProcessRecord("kwok", 1 << 22, 0, str(tmp_path / "kwok.log"))  # not our child
+    assert processes.exit_description(stranger) == "exited"
+
+
+def test_the_tail_of_a_large_log_is_read_from_its_end(tmp_path: Path) -> None:
+    log = tmp_path / "kube-apiserver.log"
+    log.write_text("x" * (processes.LOG_TAIL_BYTES * 4) + "\n\nlast words\n")
+    assert processes.log_tail(log, lines=1) == "last words"
