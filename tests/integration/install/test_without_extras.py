@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[3]
 LOCK = REPO / "requirements.lock"
-BUILD_BACKEND = "hatchling"
+BUILD_BACKEND = ("hatchling", "editables")  # editable installs without build isolation
 
 
 def _closure(roots: list[str]) -> set[str]:
@@ -49,7 +49,7 @@ def _lock_entries(names: set[str]) -> str:
 def bare_dsx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("bare")
     core = [str(r) for r in (metadata.requires("dsx") or []) if "extra ==" not in str(r)]
-    needed = _closure([*core, BUILD_BACKEND])
+    needed = _closure([*core, *BUILD_BACKEND])
     requirements = folder / "requirements.txt"
     requirements.write_text(_lock_entries(needed))
     venv = folder / "venv"
