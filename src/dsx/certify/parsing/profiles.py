@@ -166,6 +166,12 @@ class LogProfile:
 _FRACTION = re.compile(r"(\d{2}:\d{2}:\d{2})[.,](\d+)")
 
 
+@functools.cache
+def _whole_seconds(time_format: str) -> str:
+    """`time_format` without its fraction directive: the fraction is read apart, whatever its width."""
+    return re.sub(r"(%S)[.,]?%f", r"\1", time_format)
+
+
 def parse_time(text: str, time_format: str) -> datetime | None:
     """`text` read with `time_format`, with or without fractional seconds (`.889599`, `,322`,
     nanoseconds), whether or not the format names `%f`; naive times are taken as UTC."""
@@ -174,7 +180,7 @@ def parse_time(text: str, time_format: str) -> datetime | None:
     if fraction is not None:
         micros = int((fraction.group(2) + "000000")[:6])
         text = text[: fraction.start()] + fraction.group(1) + text[fraction.end() :]
-    time_format = re.sub(r"(%S)[.,]?%f", r"\1", time_format)
+    time_format = _whole_seconds(time_format)
     try:
         moment = datetime.strptime(text, time_format)
     except ValueError:

@@ -564,8 +564,8 @@ def _summarise(profile: profiles.LogProfile, log: Sequence[lines.LogLine], detec
     last_step_time: datetime | None = None
     for line in log:
         current = runs[-1]
-        event = read_event(profile, line) if profile.events else None
-        step = None if event else read_step(profile, line)
+        step = read_step(profile, line)
+        event = read_event(profile, line) if step is None and profile.events else None
         moment = event.timestamp if event else step.timestamp if step else line_time(profile, line)
         if event is not None and event.kind is EventKind.APPLICATION_START and current.step_lines:
             current = _open(runs, RunStart.APPLICATION_START, line.number)
