@@ -46,7 +46,7 @@ def nccl(file: str, fmt: str, output: str | None) -> None:
 )
 @cli_output.format_options
 def training(file: str, profile_name: str | None, fmt: str, output: str | None) -> None:
-    """Read a training log: step time, tokens/s, TFLOP/s per GPU and goodput."""
+    """Read a training log: step time, tokens/s, TFLOP/s per GPU, checkpoints, restarts and goodput."""
     from dsx import serialization
     from dsx.certify.parsing import profiles
     from dsx.certify.parsing import training as training_parsing
@@ -86,11 +86,31 @@ def _training_table(data: dict[str, Any]) -> str:
     ]
     step_time = data["step_time_seconds"]
     goodput = data["goodput"]
+    nvcre = data["goodput_nvcre"]
+    saves = data["checkpoint_save_seconds"]
     summary = (
         f"profile: {data['profile']} ({data['framework']})\n"
         f"steps: {data['step_count']} ({data['first_step']}..{data['last_step']} of {data['total_steps']})\n"
         f"mean step time s: {step_time['mean'] if step_time else None} (from {data['step_time_source']})\n"
-        f"goodput: {goodput['ratio'] if goodput else None}\n"
+        f"restarts: {data['restarts']}; checkpoints: {len(data['checkpoints'])}"
+        f" (mean save s: {saves['mean'] if saves else None})\n"
+        f"goodput (dsx): {goodput['ratio'] if goodput else None}\n"
+        f"goodput (NVCRE): {nvcre['ratio'] if nvcre else None}\n"
         f"missing: {', '.join(data['missing']) or 'none'}\n"
     )
-    return summary + cli_output.format_table(headers, rows)
+    runs = [
+        [
+            r["index"],
+            r["started_by"],
+            r["application_start_at"],
+            r["resumed_from_step"],
+            r["first_step"],
+            r["last_step"],
+            ",".join(str(s) for s in r["warmup_steps"]) or "-",
+        ]
+        for r in data["runs"]
+    ]
+    run_table = cli_output.format_table(
+        ["run", "started by", "application start", "resumed from", "first step", "last step", "warm-up"], runs
+    )
+    return summary + run_table + cli_output.format_table(headers, rows)

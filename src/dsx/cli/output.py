@@ -18,23 +18,32 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def format_options(func: F) -> F:
     """Add `--format` and `-o/--output` to a command."""
-    func = click.option(
-        "-o",
-        "--output",
-        "output",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Write to FILE instead of stdout.",
-    )(func)
-    func = click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(FORMATS, case_sensitive=False),
-        default="yaml",
-        show_default=True,
-        help="Output format.",
-    )(func)
-    return func
+    return format_options_for(FORMATS)(func)
+
+
+def format_options_for(formats: Sequence[str]) -> Callable[[F], F]:
+    """`format_options` with the command's own choice of formats (the first of FORMATS is the default)."""
+
+    def decorate(func: F) -> F:
+        func = click.option(
+            "-o",
+            "--output",
+            "output",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Write to FILE instead of stdout.",
+        )(func)
+        func = click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(formats, case_sensitive=False),
+            default=FORMATS[0],
+            show_default=True,
+            help="Output format.",
+        )(func)
+        return func
+
+    return decorate
 
 
 def render(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> str:

@@ -28,6 +28,17 @@ GENERATOR = f"dsx/{__version__}"
 CONFIGMAP_SCHEME = "cm://"
 NODE_SNAPSHOT_LABEL = "dsx.run/snapshot"
 SNAPSHOT_KEY = "snapshot.yaml"
+AICR_FORMAT = "aicr"
+snapshot_format_options = cli_output.format_options_for((*cli_output.FORMATS, AICR_FORMAT))
+
+
+def snapshot_document(snap: Any, fmt: str) -> tuple[dict[str, Any], str]:
+    """The document to write and the format to write it in (`aicr` is AICR's document as YAML)."""
+    if fmt.lower() == AICR_FORMAT:
+        from dsx.model import aicr
+
+        return aicr.snapshot_to_aicr(snap, version=GENERATOR), "yaml"
+    return snap.to_dict(), fmt
 
 
 def capture_time() -> str:
@@ -95,6 +106,7 @@ def _configmap_target(output: str) -> tuple[str, str]:
 
 def emit_snapshot(snap: Any, fmt: str, output: str | None, *, kubeconfig: str | None, context: str | None) -> None:
     """Write the snapshot to stdout, a file, or a ConfigMap (`cm://NAMESPACE/NAME`, server-side applied)."""
+    document, fmt = snapshot_document(snap, fmt)
     if output and output.startswith(CONFIGMAP_SCHEME):
         from dsx import serialization
 
@@ -104,13 +116,13 @@ def emit_snapshot(snap: Any, fmt: str, output: str | None, *, kubeconfig: str | 
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace, "labels": {NODE_SNAPSHOT_LABEL: kind}},
-            "data": {SNAPSHOT_KEY: serialization.dump_yaml(snap.to_dict())},
+            "data": {SNAPSHOT_KEY: serialization.dump_yaml(document)},
         }
         with kube_client(kubeconfig, context) as client:
             client.apply(configmap, force=True)
         click.echo(f"wrote ConfigMap {namespace}/{name}", err=True)
         return
-    cli_output.emit(snap.to_dict(), fmt, output, table=lambda _: nodes_table(snap))
+    cli_output.emit(document, fmt, output, table=lambda _: nodes_table(snap))
 
 
 def nodes_table(snap: Any) -> str:
@@ -166,7 +178,7 @@ context_option = click.option("--context", default=None, metavar="NAME", help="K
     metavar="NAMESPACE",
     help="Merge the node snapshots the in-cluster agent wrote to ConfigMaps in NAMESPACE.",
 )
-@cli_output.format_options
+@snapshot_format_options
 @click.pass_context
 def snapshot(
     ctx: click.Context,
@@ -180,7 +192,8 @@ def snapshot(
     """Capture the cluster: version, provider, nodes and GPU labels, Helm releases, workloads.
 
     Subcommands: `node` reads what only a host knows; `merge` joins cluster and node snapshots.
-    `-o cm://NAMESPACE/NAME` writes the snapshot into a ConfigMap.
+    `-o cm://NAMESPACE/NAME` writes the snapshot into a ConfigMap; `--format aicr` writes NVIDIA
+    AICR's snapshot document, which `aicr recipe --snapshot` reads.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -224,7 +237,7 @@ def snapshot(
 )
 @kubeconfig_option
 @context_option
-@cli_output.format_options
+@snapshot_format_options
 def node(
     root: str,
     node_name: str | None,
@@ -265,10 +278,11 @@ def node(
 
 @snapshot.command()
 @click.argument("files", nargs=-1, required=True)
-@cli_output.format_options
+@snapshot_format_options
 def merge(files: tuple[str, ...], fmt: str, output: str | None) -> None:
-    """Join one cluster snapshot and any number of node snapshots into one document."""
+    """Join one cluster snapshot and any number of node snapshots (dsx or AICR documents) into one."""
     from dsx.model import snapshot as snapshot_model
 
     merged = snapshot_model.merge(load_snapshots(files))
-    cli_output.emit(merged.to_dict(), fmt, output, table=lambda _: nodes_table(merged))
+    document, fmt = snapshot_document(merged, fmt)
+    cli_output.emit(document, fmt, output, table=lambda _: nodes_table(merged))

@@ -435,13 +435,19 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, raw: object, *, source: str = "snapshot") -> Snapshot:
-        """Read a snapshot document; malformations are BadInputErrors naming `source` and the field."""
+        """Read a snapshot document (dsx's, or AICR's measurement list: dsx.model.aicr); malformations
+        are BadInputErrors naming `source` and the field."""
+        from dsx.model import aicr  # aicr builds on this module
+
+        if aicr.is_aicr_snapshot(raw):
+            assert isinstance(raw, Mapping)
+            return aicr.snapshot_from_aicr(raw, source=source)
         reader = _Reader(source)
         doc = reader.mapping(raw, "")
         if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
             raise BadInputError(
                 f"{source}: not a dsx snapshot (apiVersion {doc.get('apiVersion')!r}, kind {doc.get('kind')!r}); "
-                f"expected apiVersion {API_VERSION}, kind {KIND}"
+                f"expected apiVersion {API_VERSION}, kind {KIND} (or an AICR snapshot with measurements)"
             )
         meta = reader.mapping(doc.get("metadata") or {}, "metadata")
         cluster_raw = doc.get("cluster")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsx import serialization
+from dsx.model import aicr
 from dsx.model import criteria as criteria_model
 from dsx.recipes import snapshot_criteria
 
@@ -34,12 +35,16 @@ def gather(
     detected: dict[str, Any] = {}
     if snapshot_path:
         document = serialization.load_mapping_file(snapshot_path)
+        if aicr.is_aicr_snapshot(document):
+            document = aicr.snapshot_from_aicr(document, source=str(snapshot_path)).to_dict()
         derived = snapshot_criteria.derive(document, source=str(snapshot_path))
         warnings.extend(derived.warnings)
         detected = derived.criteria
         layers.append(detected)
     if config_path:
         config = serialization.load_mapping_file(config_path)
+        if aicr.is_aicr_criteria(config):
+            config = aicr.criteria_mapping(config, source=str(config_path))
         layers.append(criteria_model.normalize_mapping(config, source=str(config_path)))
     given = {k: v for k, v in flags.items() if v is not None and v != ""}
     from_flags = criteria_model.normalize_mapping(given, source=COMMAND_LINE)

@@ -2,9 +2,15 @@
 
 Node labels and node info already say which cloud, GPU and OS a cluster runs; reading them
 beats asking people to type it. Accepted inputs: a dsx snapshot (`nodes:` at the top level or
-under `spec`/`cluster`) or a plain `kubectl get nodes -o yaml` list. Per node we read
-`spec.providerID` (or `providerID`), the `nvidia.com/gpu.product` label and
-`status.nodeInfo.osImage` (or `nodeInfo.osImage` / `osImage`).
+under `spec`/`cluster`), a plain `kubectl get nodes -o yaml` list, or an AICR snapshot (read
+through dsx.model.aicr first). Per node we read `spec.providerID` (or `providerID`), the
+`nvidia.com/gpu.product` label (else nvidia-smi's product from host facts) and
+`status.nodeInfo.osImage` (or `nodeInfo.osImage` / `osImage`, else the host's os-release).
+
+Without a providerID the service comes from the version suffixes managed services stamp on their
+builds: the kubelet's (`v1.30.4-eks-a737599`, `v1.30.5-gke.1014001`), the kernel's
+(`6.8.0-1021-aws`, `6.1.102-111.182.amzn2023.x86_64`, `5.15.0-1064-azure`, `-gke`), and, when
+no node says anything, the API server's. A suffix that names no service is no reading.
 
 Unknown or mixed hardware is not guessed: that dimension is left out with a warning, and the
 rest of the criteria still apply. Intent and platform cannot be read from nodes.
@@ -25,6 +31,16 @@ OPENSHIFT_LABEL = "node.openshift.io/os_id"
 
 # providerID scheme → service
 PROVIDER_SERVICES = {"aws": "eks", "gce": "gke", "azure": "aks", "oci": "oke", "kind": "kind", "openshift": "openshift"}
+# version suffixes → service, checked in order (kubelet and API server first, then the kernel)
+VERSION_SERVICES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"-eks-"), "eks"),
+    (re.compile(r"-gke\b"), "gke"),
+    (re.compile(r"-aks\b"), "aks"),
+    (re.compile(r"-aws\b|\.amzn2(?:023)?\."), "eks"),
+    (re.compile(r"-gcp\b"), "gke"),
+    (re.compile(r"-azure\b"), "aks"),
+    (re.compile(r"-oracle\b|\.el\d+uek\."), "oke"),
+)
 # gpu.product patterns → accelerator, checked in order (GB200 before B200, L40S is not L40)
 ACCELERATOR_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"GB200"), "gb200"),
@@ -57,15 +73,17 @@ def derive(snapshot: Mapping[str, Any], *, source: str) -> Derived:
     nodes = _nodes(snapshot, source)
     warnings: list[str] = []
     criteria: dict[str, Any] = {}
-    gpu_nodes = [n for n in nodes if _labels(n).get(GPU_PRODUCT_LABEL)]
+    gpu_nodes = [n for n in nodes if _gpu_product(n)]
     sample = gpu_nodes or nodes
 
-    services = _classify(sample, _provider, service_for_provider, "providerID", source)
+    services = _classify(sample, _provider, service_for_node, "providerID", source)
+    if not services.counts and not services.unknown_nodes:
+        server = _server_version(snapshot)
+        if service_for_version(server):
+            services.counts[str(service_for_version(server))] += 1
     _choose("service", services, criteria, warnings, source, unknown="unknown provider")
 
-    accelerators = _classify(
-        gpu_nodes, lambda n: str(_labels(n)[GPU_PRODUCT_LABEL]), accelerator_for_product, "GPU product", source
-    )
+    accelerators = _classify(gpu_nodes, _gpu_product, accelerator_for_product, "GPU product", source)
     _choose("accelerator", accelerators, criteria, warnings, source, unknown="unknown hardware")
     systems = _classify(sample, _os_image, os_for_image, "OS image", source)
     _choose("os", systems, criteria, warnings, source, unknown="unknown OS image")
@@ -73,7 +91,9 @@ def derive(snapshot: Mapping[str, Any], *, source: str) -> Derived:
     if gpu_nodes:
         criteria["nodes"] = len(gpu_nodes)
     else:
-        warnings.append(f"{source}: no node carries {GPU_PRODUCT_LABEL}; accelerator and nodes left out")
+        warnings.append(
+            f"{source}: no node carries {GPU_PRODUCT_LABEL} or nvidia-smi facts; accelerator and nodes left out"
+        )
     return Derived(criteria=criteria, warnings=tuple(warnings))
 
 
@@ -177,12 +197,27 @@ def _name(node: Mapping[str, Any]) -> str:
 
 
 def _provider(node: Mapping[str, Any]) -> str:
-    """The node's providerID, or `openshift://` for OpenShift nodes (whatever cloud they run on)."""
+    """The node's providerID, or `openshift://` for OpenShift nodes (whatever cloud they run on).
+
+    Without a providerID: the kubelet or kernel version when its suffix names a service, else "".
+    """
     if _labels(node).get(OPENSHIFT_LABEL):
         return "openshift://"
     spec = node.get("spec")
     provider_id = (spec.get("providerID") if isinstance(spec, Mapping) else None) or node.get("providerID")
-    return str(provider_id or "")
+    if provider_id:
+        return str(provider_id)
+    info = _node_info(node)
+    for key in ("kubeletVersion", "kernelVersion"):
+        version = str(info.get(key) or "")
+        if service_for_version(version):
+            return version
+    return ""
+
+
+def service_for_node(reading: str) -> str | None:
+    """A providerID (`scheme://…`) or a version string with a service suffix → service."""
+    return service_for_provider(reading) if "://" in reading else service_for_version(reading)
 
 
 def service_for_provider(provider_id: str) -> str | None:
@@ -191,10 +226,47 @@ def service_for_provider(provider_id: str) -> str | None:
     return PROVIDER_SERVICES.get(scheme)
 
 
-def _os_image(node: Mapping[str, Any]) -> str:
+def service_for_version(version: str) -> str | None:
+    """`v1.30.4-eks-a737599` → eks, `6.8.0-1021-aws` → eks; None when no suffix names a service."""
+    for pattern, service in VERSION_SERVICES:
+        if pattern.search(version):
+            return service
+    return None
+
+
+def _server_version(snapshot: Mapping[str, Any]) -> str:
+    cluster = snapshot.get("cluster")
+    version = cluster.get("serverVersion") if isinstance(cluster, Mapping) else None
+    return str(version or "")
+
+
+def _node_info(node: Mapping[str, Any]) -> Mapping[str, Any]:
     status = node.get("status")
     info = status.get("nodeInfo") if isinstance(status, Mapping) else None
     if not isinstance(info, Mapping):
         info = node.get("nodeInfo")
-    image = info.get("osImage") if isinstance(info, Mapping) else None
-    return str(image or node.get("osImage") or "")
+    return info if isinstance(info, Mapping) else {}
+
+
+def _host(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    host = node.get("host")
+    return host if isinstance(host, Mapping) else {}
+
+
+def _gpu_product(node: Mapping[str, Any]) -> str:
+    """The GPU Feature Discovery label, else the first GPU nvidia-smi reported in host facts."""
+    label = _labels(node).get(GPU_PRODUCT_LABEL)
+    if label:
+        return str(label)
+    gpus = _host(node).get("gpus")
+    first = gpus[0] if isinstance(gpus, list) and gpus else None
+    return str(first.get("product") or "") if isinstance(first, Mapping) else ""
+
+
+def _os_image(node: Mapping[str, Any]) -> str:
+    image = _node_info(node).get("osImage") or node.get("osImage")
+    if not image:
+        release = _host(node).get("osRelease")
+        if isinstance(release, Mapping):
+            image = release.get("PRETTY_NAME") or release.get("NAME")
+    return str(image or "")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsx.errors import BadInputError
-from dsx.model import recipe, snapshot
+from dsx.model import aicr, recipe, snapshot
 from dsx.validation import deployment, pools
 
 API_VERSION = "dsx.run/v1alpha1"
@@ -415,8 +415,8 @@ def _workloads(left: Sequence[snapshot.Workload], right: Sequence[snapshot.Workl
 def compare_documents(
     left: Mapping[str, Any], right: Mapping[str, Any], *, left_source: str, right_source: str
 ) -> DriftReport:
-    """Two recipes or two snapshots (or a recipe and a snapshot, in that order)."""
-    kinds = (left.get("kind"), right.get("kind"))
+    """Two recipes or two snapshots (or a recipe and a snapshot, in that order); AICR snapshots are snapshots."""
+    kinds = tuple(snapshot.KIND if aicr.is_aicr_snapshot(d) else d.get("kind") for d in (left, right))
     if kinds == (recipe.KIND, recipe.KIND):
         return recipe_vs_recipe(
             recipe.Recipe.from_dict(left, source=left_source), recipe.Recipe.from_dict(right, source=right_source)

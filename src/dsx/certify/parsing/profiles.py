@@ -3,8 +3,14 @@
 A profile (`dsx/catalog/log_profiles/<name>.yaml`, kind `LogProfile`) names the regex that
 recognises a step line (with the groups `step` and optionally `total_steps`), one regex per
 measured field (each with a `value` group and the unit it is printed in), an optional timestamp
-regex with its `strptime` format, and example lines with the values they must give, which the
-catalog tests check. Adding a framework is adding a file; see docs/parsers.md.
+regex with its `strptime` format, optional event regexes (checkpoint saves and loads, application
+start), and example lines with the values they must give, which the catalog tests check. Adding a
+framework is adding a file; see docs/parsers.md.
+
+Timestamps are read with or without fractional seconds whatever the `format` says: frameworks
+print `16:03:52` and `16:03:52.889599` from the same code path depending on version. When the
+line prints `global_step` (Lightning, NeMo), `step.global_step_field` makes it the step number, so
+the in-epoch iteration that restarts at 0 every epoch is not read as a restart.
 
 Field names carry their unit (`step_time_seconds`, `tflops_per_gpu`, `mfu_percent`); a field
 printed in another unit says so with `unit` and is converted on read. The macros `<number>`
@@ -86,6 +92,29 @@ _SECONDS_PER_UNIT: dict[Unit, Decimal] = {
 }
 
 
+class EventKind(enum.Enum):
+    """A lifecycle line a profile can recognise besides step lines."""
+
+    APPLICATION_START = "application_start"
+    CHECKPOINT_SAVE_START = "checkpoint_save_start"
+    CHECKPOINT_SAVE_END = "checkpoint_save_end"
+    CHECKPOINT_LOAD_START = "checkpoint_load_start"
+    CHECKPOINT_LOAD_END = "checkpoint_load_end"
+
+
+EVENT_GROUPS = frozenset({"step", "path", "duration", "timestamp"})
+"""Named groups an event regex may use: the checkpoint's step and path, a printed duration (in
+the pattern's `unit`), and the line's own time (read with the profile's timestamp format)."""
+
+
+@dataclass(frozen=True)
+class EventPattern:
+    kind: EventKind
+    regex: re.Pattern[str]
+    unit: Unit
+    example: str
+
+
 class TokensScope(enum.Enum):
     """What the framework's tokens-per-second figure counts."""
 
@@ -112,7 +141,10 @@ class LogProfile:
     framework: str
     description: str
     step: re.Pattern[str]
+    global_step_field: str | None
+    """A field that, when printed, is the step number (Lightning's `global_step`)."""
     fields: Mapping[str, tuple[FieldPattern, ...]]
+    events: tuple[EventPattern, ...]
     timestamp: re.Pattern[str] | None
     timestamp_format: str | None
     priority: int
@@ -128,11 +160,33 @@ class LogProfile:
         match = self.timestamp.search(text)
         if match is None:
             return None
-        try:
-            moment = datetime.strptime(match.group("value"), self.timestamp_format)
-        except ValueError:
-            return None
-        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return parse_time(match.group("value"), self.timestamp_format)
+
+
+_FRACTION = re.compile(r"(\d{2}:\d{2}:\d{2})[.,](\d+)")
+
+
+@functools.cache
+def _whole_seconds(time_format: str) -> str:
+    """`time_format` without its fraction directive: the fraction is read apart, whatever its width."""
+    return re.sub(r"(%S)[.,]?%f", r"\1", time_format)
+
+
+def parse_time(text: str, time_format: str) -> datetime | None:
+    """`text` read with `time_format`, with or without fractional seconds (`.889599`, `,322`,
+    nanoseconds), whether or not the format names `%f`; naive times are taken as UTC."""
+    fraction = _FRACTION.search(text)
+    micros = 0
+    if fraction is not None:
+        micros = int((fraction.group(2) + "000000")[:6])
+        text = text[: fraction.start()] + fraction.group(1) + text[fraction.end() :]
+    time_format = _whole_seconds(time_format)
+    try:
+        moment = datetime.strptime(text, time_format)
+    except ValueError:
+        return None
+    moment = moment.replace(microsecond=micros)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 _MACROS = {"<number>": f"(?:{lines.NUMBER})", "<int>": r"\d+"}
@@ -147,6 +201,7 @@ _TOP_KEYS = {
     "tokens_per_second_scope",
     "step",
     "fields",
+    "events",
     "timestamp",
     "examples",
 }
@@ -197,12 +252,19 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> LogProfile:
     step_spec = data.get("step")
     if not isinstance(step_spec, Mapping):
         raise CatalogError(f"{source}: step: expected a mapping with a regex")
+    unknown_step = sorted(set(step_spec) - {"regex", "global_step_field"})
+    if unknown_step:
+        raise CatalogError(allowed_values_message(source, "step key", unknown_step[0], ["global_step_field", "regex"]))
     step = _compile(step_spec.get("regex"), source, "step.regex")
     if "step" not in step.groupindex:
         raise CatalogError(f"{source}: step.regex: needs a named group 'step'")
+    fields = _fields(data.get("fields"), source)
+    global_step_field = step_spec.get("global_step_field")
+    if global_step_field is not None and (not isinstance(global_step_field, str) or global_step_field not in fields):
+        raise CatalogError(allowed_values_message(source, "step.global_step_field", global_step_field, sorted(fields)))
     timestamp, timestamp_format = _timestamp(data.get("timestamp"), source)
     scope = data.get("tokens_per_second_scope", TokensScope.NOT_PRINTED.value)
-    if scope not in {s.value for s in TokensScope}:
+    if not isinstance(scope, str) or scope not in {s.value for s in TokensScope}:
         raise CatalogError(
             allowed_values_message(source, "tokens_per_second_scope", scope, [s.value for s in TokensScope])
         )
@@ -211,7 +273,9 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> LogProfile:
         framework=_string(data, "framework", source),
         description=_string(data, "description", source),
         step=step,
-        fields=_fields(data.get("fields"), source),
+        global_step_field=global_step_field,
+        fields=fields,
+        events=_events(data.get("events"), source),
         timestamp=timestamp,
         timestamp_format=timestamp_format,
         priority=_integer(data, "priority", source),
@@ -240,7 +304,7 @@ def _fields(spec: object, source: str) -> dict[str, tuple[FieldPattern, ...]]:
             if "value" not in regex.groupindex:
                 raise CatalogError(f"{source}: {at}.regex: needs a named group 'value'")
             unit_text = item.get("unit", Unit.NONE.value)
-            if unit_text not in {u.value for u in Unit}:
+            if not isinstance(unit_text, str) or unit_text not in {u.value for u in Unit}:
                 raise CatalogError(allowed_values_message(source, f"{at}.unit", unit_text, [u.value for u in Unit]))
             unit = Unit(unit_text)
             if unit.is_time and not name.endswith("_seconds"):
@@ -248,6 +312,41 @@ def _fields(spec: object, source: str) -> dict[str, tuple[FieldPattern, ...]]:
             patterns.append(FieldPattern(regex, unit))
         out[name] = tuple(patterns)
     return out
+
+
+def _events(spec: object, source: str) -> tuple[EventPattern, ...]:
+    """`events: {kind: {regex, unit?, example}}` or a list of such per kind; none is fine."""
+    if spec is None:
+        return ()
+    kinds = [k.value for k in EventKind]
+    if not isinstance(spec, Mapping):
+        raise CatalogError(f"{source}: events: expected a mapping of event kind to pattern")
+    out: list[EventPattern] = []
+    for name, alternatives in spec.items():
+        if name not in kinds:
+            raise CatalogError(allowed_values_message(source, "events", name, kinds))
+        items = alternatives if isinstance(alternatives, list) else [alternatives]
+        for index, item in enumerate(items):
+            at = f"events.{name}[{index}]" if isinstance(alternatives, list) else f"events.{name}"
+            if not isinstance(item, Mapping) or not set(item) <= {"regex", "unit", "example"}:
+                raise CatalogError(f"{source}: {at}: expected a mapping with regex, example and optional unit")
+            regex = _compile(item.get("regex"), source, f"{at}.regex")
+            extra = sorted(set(regex.groupindex) - EVENT_GROUPS)
+            if extra:
+                raise CatalogError(allowed_values_message(source, f"{at}.regex group", extra[0], sorted(EVENT_GROUPS)))
+            unit_text = item.get("unit", Unit.SECONDS.value)
+            if (
+                not isinstance(unit_text, str)
+                or unit_text not in {u.value for u in Unit}
+                or not Unit(unit_text).is_time
+            ):
+                allowed = [u.value for u in Unit if u.is_time]
+                raise CatalogError(allowed_values_message(source, f"{at}.unit", unit_text, allowed))
+            example = item.get("example")
+            if not isinstance(example, str) or not regex.search(example):
+                raise CatalogError(f"{source}: {at}.example: expected a line the regex matches")
+            out.append(EventPattern(EventKind(name), regex, Unit(unit_text), example))
+    return tuple(out)
 
 
 def _timestamp(spec: object, source: str) -> tuple[re.Pattern[str] | None, str | None]:

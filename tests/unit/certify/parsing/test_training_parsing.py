@@ -66,7 +66,8 @@ def test_nemo1_progress_bar() -> None:
     run = training.parse(sample("05-nemo1-progressbar-slow-41s-per-it.log"))
     assert run.profile == "nemo1"
     (step,) = run.steps
-    assert (step.step, step.total_steps) == (795, 77225)
+    assert (step.printed_step, step.total_steps) == (795, 77225)  # the bar counts batches in the epoch
+    assert step.step == 794  # global_step counts across epochs, and is the step
     assert step.value("step_time_seconds") == 41.36
     assert step.value("global_step") == 794.0
     assert step.value("consumed_samples") == 1.63e6
@@ -207,6 +208,7 @@ def test_fast_progress_bars_give_a_step_time_from_the_rate() -> None:
     run = training.parse(text)
     assert run.profile == "nemo1"
     assert column(run, "step_time_seconds") == [0.4, None]  # a rate of 0 is no step time
+    assert [s.step for s in run.steps] == [10, 11]  # no global_step printed: the bar's count
 
 
 def test_a_log_without_steps_reads_empty() -> None:
