@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS stage_records (
     updated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (sequence, stage)
 );
+CREATE INDEX IF NOT EXISTS stage_records_dead_letters ON stage_records (sequence) WHERE status = 'dead_letter';
 CREATE TABLE IF NOT EXISTS node_states (
     node_name TEXT PRIMARY KEY,
     state TEXT NOT NULL,
@@ -292,15 +293,22 @@ class SqlEventStore(abc.ABC):
         now = self._clock()
         with self.transaction(write=True) as cur:
             position = self._lock_consumer(cur, consumer)
+            cur.execute(  # events re-opened behind the cursor (dead letters retried) come first
+                "SELECT e.sequence, e.stored_at, e.document FROM deliveries d JOIN events e ON e.sequence = d.sequence"
+                " WHERE d.consumer = ? AND d.sequence <= ? AND d.acked = 0 AND (d.owner = ? OR d.lease_until <= ?)"
+                " ORDER BY d.sequence LIMIT ?",
+                (consumer, position, owner, now, limit),
+            )
+            rows = cur.fetchall()
             cur.execute(
                 "SELECT e.sequence, e.stored_at, e.document FROM events e"
                 " LEFT JOIN deliveries d ON d.consumer = ? AND d.sequence = e.sequence"
                 " WHERE e.sequence > ?"
                 " AND (d.sequence IS NULL OR (d.acked = 0 AND (d.owner = ? OR d.lease_until <= ?)))"
                 " ORDER BY e.sequence LIMIT ?",
-                (consumer, position, owner, now, limit),
+                (consumer, position, owner, now, limit - len(rows)),
             )
-            rows = cur.fetchall()
+            rows += cur.fetchall()
             if rows:
                 cur.executemany(
                     "INSERT INTO deliveries (consumer, sequence, owner, lease_until, acked) VALUES (?, ?, ?, ?, 0)"
@@ -328,9 +336,10 @@ class SqlEventStore(abc.ABC):
             for sequence in (wanted[0], wanted[-1]):
                 self._require_event(cur, sequence)
             done = self._acked(cur, consumer, wanted)
+            reopened = self._reopened(cur, consumer, [s for s in wanted if s <= position])
             fresh: dict[int, StageOutcome] = {}
             for outcome in outcomes:
-                if outcome.sequence > position and outcome.sequence not in done:
+                if (outcome.sequence > position and outcome.sequence not in done) or outcome.sequence in reopened:
                     fresh.setdefault(outcome.sequence, outcome)
             if fresh:
                 self._put_stage_records(cur, consumer, list(fresh.values()), now)
@@ -342,17 +351,21 @@ class SqlEventStore(abc.ABC):
                 self._advance(cur, consumer, position)
         return len(fresh)
 
-    def _acked(self, cur: Cursor, consumer: str, sequences: Sequence[int]) -> set[int]:
+    def _acked(self, cur: Cursor, consumer: str, sequences: Sequence[int], *, acked: int = 1) -> set[int]:
         found: set[int] = set()
         for start in range(0, len(sequences), _IN_CHUNK):
             chunk = list(sequences[start : start + _IN_CHUNK])
             marks = ", ".join("?" * len(chunk))
             cur.execute(
-                f"SELECT sequence FROM deliveries WHERE consumer = ? AND acked = 1 AND sequence IN ({marks})",  # noqa: S608 - placeholders only
-                [consumer, *chunk],
+                f"SELECT sequence FROM deliveries WHERE consumer = ? AND acked = ? AND sequence IN ({marks})",  # noqa: S608 - placeholders only
+                [consumer, acked, *chunk],
             )
             found.update(int(row[0]) for row in cur.fetchall())
         return found
+
+    def _reopened(self, cur: Cursor, consumer: str, behind: Sequence[int]) -> set[int]:
+        """Events behind the cursor with an open delivery: re-opened, so they may be acknowledged again."""
+        return self._acked(cur, consumer, behind, acked=0) if behind else set()
 
     def _advance(self, cur: Cursor, consumer: str, position: int) -> None:
         """Move the cursor over the acknowledged run right after it; sequences have no gaps."""
@@ -367,7 +380,8 @@ class SqlEventStore(abc.ABC):
             new_position += 1
         if new_position != position:
             cur.execute("UPDATE consumer_cursors SET position = ? WHERE consumer = ?", (new_position, consumer))
-            cur.execute("DELETE FROM deliveries WHERE consumer = ? AND sequence <= ?", (consumer, new_position))
+        # acknowledged rows up to the cursor are no longer needed (open ones there are re-opened events)
+        cur.execute("DELETE FROM deliveries WHERE consumer = ? AND acked = 1 AND sequence <= ?", (consumer, new_position))
 
     def _require_event(self, cur: Cursor, sequence: int) -> None:
         cur.execute("SELECT 1 FROM events WHERE sequence = ?", (sequence,))
@@ -393,6 +407,25 @@ class SqlEventStore(abc.ABC):
     def stage_record(self, consumer: str, sequence: int) -> StageRecord | None:
         with self.transaction(write=False) as cur:
             return self._stage_record(cur, consumer, sequence)
+
+    def dead_letters(self) -> list[StageRecord]:
+        with self.transaction(write=False) as cur:
+            cur.execute(
+                "SELECT stage, sequence, status, detail, updated_at FROM stage_records"
+                " WHERE status = 'dead_letter' ORDER BY sequence, stage"
+            )
+            return [_stage(row) for row in cur.fetchall()]
+
+    def reopen(self, consumer: str, sequence: int) -> None:
+        with self.transaction(write=True) as cur:
+            self._lock_consumer(cur, consumer)
+            self._require_event(cur, sequence)
+            cur.execute("DELETE FROM stage_records WHERE stage = ? AND sequence = ?", (consumer, sequence))
+            cur.execute(
+                "INSERT INTO deliveries (consumer, sequence, owner, lease_until, acked) VALUES (?, ?, '', 0, 0)"
+                " ON CONFLICT (consumer, sequence) DO UPDATE SET owner = '', lease_until = 0, acked = 0",
+                (consumer, sequence),
+            )
 
     def stage_records(self, sequence: int) -> list[StageRecord]:
         with self.transaction(write=False) as cur:

@@ -103,9 +103,10 @@ def test_unfinished_events_come_back_and_a_failing_node_does_not_stop_the_rest(s
         runner.close()
     assert [n for n, _ in handler.calls].count("slow") == 3
     assert store.stage_record("stage", 1) is not None and store.stage_record("stage", 3) is not None
-    assert store.stage_record("stage", 2) is None  # never acknowledged: offered again after a restart
-    assert runner.errors >= 1
-    assert store.cursor("stage") == 1
+    parked = store.stage_record("stage", 2)  # failed max_attempts times: a dead letter, the rest goes on
+    assert parked is not None and parked.status is StageStatus.DEAD_LETTER
+    assert parked.detail["attempts"] == runner.errors == runner.max_attempts == 5
+    assert store.cursor("stage") == 3
 
 
 def test_a_crashed_owners_events_go_to_the_next_owner_once(store, clock) -> None:
