@@ -1,8 +1,8 @@
 """What the pipeline looks like now, as one JSON document (CLI `status`, `/v1/status`, the API).
 
 Nodes that ever left service with their state, reason and full history; validation requests;
-the circuit breaker; the dead letters (events a stage gave up on); each consumer's cursor and the last stored sequence (their difference is
-the stage lag).
+the circuit breaker; the dead letters (events a stage gave up on); each consumer's cursor and
+the last stored sequence (their difference is the stage lag).
 """
 
 from __future__ import annotations

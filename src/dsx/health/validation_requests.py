@@ -28,10 +28,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from dsx.errors import ConflictError
 from dsx.health import nodes
 from dsx.health.eventstore import OPEN_VALIDATION, EventStore, ValidationRequest, ValidationStatus
 from dsx.health.policy import CertificationSettings, SentinelPolicy, Stage
-from dsx.errors import ConflictError
 from dsx.health.ports import (
     NodeChange,
     NodeOps,

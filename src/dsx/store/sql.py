@@ -381,7 +381,9 @@ class SqlEventStore(abc.ABC):
         if new_position != position:
             cur.execute("UPDATE consumer_cursors SET position = ? WHERE consumer = ?", (new_position, consumer))
         # acknowledged rows up to the cursor are no longer needed (open ones there are re-opened events)
-        cur.execute("DELETE FROM deliveries WHERE consumer = ? AND acked = 1 AND sequence <= ?", (consumer, new_position))
+        cur.execute(
+            "DELETE FROM deliveries WHERE consumer = ? AND acked = 1 AND sequence <= ?", (consumer, new_position)
+        )
 
     def _require_event(self, cur: Cursor, sequence: int) -> None:
         cur.execute("SELECT 1 FROM events WHERE sequence = ?", (sequence,))

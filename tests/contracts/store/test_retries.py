@@ -14,8 +14,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from unit.health.pipeline.builders import FakeRecertifier, Pipeline, RecordingObserver, cluster, policy_with, xid
-from unit.health.pipeline.builders import Clock as PipelineClock
 
 from dsx.errors import DsxError, UnavailableError
 from dsx.health import analyzer, dead_letters, nodes, pipeline_status, stages
@@ -24,6 +22,8 @@ from dsx.health.inmemory import InMemoryEventStore
 from dsx.health.inmemory_nodes import InMemoryNodeOps
 from dsx.health.policy import PIPELINE, DeadLetterSettings, Stage
 from dsx.health.validation_requests import ValidationKind, ValidationRunner, reason
+from unit.health.pipeline.builders import Clock as PipelineClock
+from unit.health.pipeline.builders import FakeRecertifier, Pipeline, RecordingObserver, cluster, policy_with, xid
 
 from .conftest import Backend, FakeClock
 
