@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from dsx.errors import ConflictError, NotFoundError, UnavailableError
+from dsx.errors import BadInputError, ConflictError, DsxError, InternalError, NotFoundError
 from dsx.health import eventstore
 from dsx.health.eventstore import (
     Appended,
@@ -182,9 +182,10 @@ class SqlEventStore(abc.ABC):
             row = cur.fetchone()
             if row is None:
                 cur.execute("INSERT INTO dsx_schema (name, version) VALUES (?, ?)", ("events", SCHEMA_VERSION))
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise UnavailableError(
-                    f"event store: schema version {row[0]} was written by a newer dsx (this one reads {SCHEMA_VERSION})"
+            elif int(row[0]) > SCHEMA_VERSION:  # not retryable: refuse, naming both versions
+                raise BadInputError(
+                    f"event store: schema version {row[0]} was written by a newer dsx; this dsx reads schema"
+                    f" version {SCHEMA_VERSION}: upgrade dsx, or give --store another store"
                 )
 
     # events
@@ -623,17 +624,32 @@ class SqlEventStore(abc.ABC):
         self.close()
 
 
+ErrorKind = type[DsxError]
+"""What a driver error means for the caller: UnavailableError (retry), ConflictError (re-read and
+retry), InternalError (a bug or a damaged store: retrying will not help), BadInputError."""
+
+
 @contextlib.contextmanager
 def translated_errors(
-    backend: str, unavailable: tuple[type[BaseException], ...], conflict: tuple[type[BaseException], ...]
+    backend: str, driver_error: type[BaseException], classify: Callable[[BaseException], ErrorKind]
 ) -> Iterator[None]:
-    """Map a driver's exceptions into the dsx tree at the seam, keeping the cause."""
+    """Map a driver's exceptions into the dsx tree at the seam, keeping the cause (and its traceback).
+
+    Only an unreachable, busy or locked database is "unavailable": a missing column or a
+    syntax error is a defect, and retrying it forever would hide it.
+    """
     try:
         yield
-    except conflict as exc:
-        raise ConflictError(f"{backend}: concurrent write conflict: {_first_line(exc)}") from exc
-    except unavailable as exc:
-        raise UnavailableError(f"{backend}: {_first_line(exc)}") from exc
+    except driver_error as exc:
+        kind = classify(exc)
+        if kind is ConflictError:
+            raise ConflictError(f"{backend}: concurrent write conflict: {_first_line(exc)}") from exc
+        if kind is InternalError:
+            raise InternalError(
+                f"{backend}: {type(exc).__name__}: {_first_line(exc)} (a bug in dsx or a damaged store;"
+                " the log has the traceback)"
+            ) from exc
+        raise kind(f"{backend}: {_first_line(exc)}") from exc
 
 
 def _first_line(exc: BaseException) -> str:
