@@ -17,7 +17,6 @@ from dsx.store.sqlite import SqliteEventStore
 from .conftest import Backend
 
 
-
 def test_a_schema_or_programming_error_is_internal_with_the_drivers_traceback(durable_backend: Backend) -> None:
     store = durable_backend.open()
     assert isinstance(store, sql.SqlEventStore)
@@ -69,5 +68,5 @@ def test_a_file_that_is_not_a_database_is_bad_input(tmp_path: Path) -> None:
 def test_an_unreachable_postgres_server_is_unavailable() -> None:
     from dsx.store.postgres import PostgresEventStore
 
-    with pytest.raises(UnavailableError, match="127.0.0.1"):
+    with pytest.raises(UnavailableError, match=r"127\.0\.0\.1"):
         PostgresEventStore("postgresql://dsx@127.0.0.1:1/none", connect_timeout_seconds=1)
