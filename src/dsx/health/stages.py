@@ -22,9 +22,12 @@ outcomes are kept until the store acknowledged them (a failed `ack` is sent agai
 is not run again), and handlers make their effects idempotent through `begin` records and
 node state. A handler that raises is retried; its node's events then go one at a time, so the
 event that fails is known, and after `max_attempts` failures (policy `dead_letter`) that event
-is acknowledged as DEAD_LETTER with the error and traceback: the pipeline moves on, `dsx
-sentinel status` lists it and `dsx sentinel retry` re-opens it (`dsx.health.dead_letters`). The
-traceback is logged once per node and error, later attempts log one line.
+is acknowledged as DEAD_LETTER. Only errors retrying cannot cure count: an unreachable
+apiserver or a locked store (UnavailableError, DeadlineExceededError) is retried for as long as
+it lasts, or an outage would park every event in flight. A parked event is stored with the
+error and traceback: the pipeline moves on, `dsx sentinel status` lists it and `dsx sentinel
+retry` re-opens it (`dsx.health.dead_letters`). The traceback is logged once per node and
+error, later attempts log one line.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from dsx.errors import DeadlineExceededError, UnavailableError
 from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent
 from dsx.health.policy import DeadLetterSettings
 
@@ -266,7 +270,8 @@ class StageRunner:
         """Count a failed attempt of the node's first event; park it after `max_attempts`."""
         self.errors += 1
         sequence = dispatch.sequences[0]
-        attempts = self._attempts[sequence] = self._attempts.get(sequence, 0) + 1
+        transient = isinstance(error, UnavailableError | DeadlineExceededError)
+        attempts = self._attempts[sequence] = self._attempts.get(sequence, 0) + (0 if transient else 1)
         self._one_at_a_time.add(dispatch.node)
         stage, node = self.handler.name, dispatch.node
         text = f"{type(error).__name__}: {error}"
@@ -274,17 +279,16 @@ class StageRunner:
         first = self._traced.get(node) != text
         self._traced[node] = text
         log.warning(
-            "stage %s: node %s: event %d failed (attempt %d of %d): %s",
+            "stage %s: node %s: event %d failed (%s): %s",
             stage,
             node,
             sequence,
-            attempts,
-            self.max_attempts,
+            "transient, will retry" if transient else f"attempt {attempts} of {self.max_attempts}",
             text,
             exc_info=error if first else None,
             extra=extra,
         )
-        if attempts < self.max_attempts:
+        if transient or attempts < self.max_attempts:
             return []
         self.dead_letters += 1
         log.error(

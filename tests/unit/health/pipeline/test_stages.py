@@ -129,3 +129,24 @@ def test_the_waker_wakes_a_waiting_loop_when_poked() -> None:
     threading.Timer(0.05, waker.poke).start()
     assert waker.wait(seen, 60.0) is True  # woken by the poke, not by the timeout
     assert waker.generation == seen + 1
+
+
+def test_an_outage_is_retried_for_as_long_as_it_lasts_never_dead_lettered(store) -> None:
+    from dsx.errors import UnavailableError
+    from dsx.health.policy import DeadLetterSettings
+
+    class Outage(Recorder):
+        def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
+            self.calls.append((node_name, [e.sequence for e in events]))
+            if len(self.calls) <= 10:
+                raise UnavailableError("apiserver: connection refused")
+            return [StageOutcome(e.sequence, StageStatus.DONE) for e in events]
+
+    handler = Outage("stage")
+    store.append([xid("a")])
+    runner = stages.StageRunner(store, handler, owner="t", workers=0, dead_letter=DeadLetterSettings(max_attempts=2))
+    for _ in range(12):
+        runner.step()
+    record = store.stage_record("stage", 1)
+    assert record is not None and record.status is StageStatus.DONE
+    assert len(handler.calls) == 11 and runner.errors == 10 and runner.dead_letters == 0
