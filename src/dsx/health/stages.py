@@ -206,7 +206,7 @@ class StageRunner:
         """
         upstream = self.handler.upstream
         cursor = self.store.cursor(upstream) if upstream else 0
-        own = self.store.cursor(self.handler.name) if upstream else 0
+        own = self.store.cursor(self.handler.name) if upstream and fresh else 0
         lookups = 0 if now >= self._lookups_due else MAX_UPSTREAM_LOOKUPS
         if upstream and any(not own < s.sequence <= cursor for s in fresh) and lookups == 0:
             self._lookups_due = now + 1.0
