@@ -247,7 +247,9 @@ class StageRunner:
         for result in outcomes:
             self._known.pop(result.sequence, None)
             self._attempts.pop(result.sequence, None)
-        if not any(stored.event.node_name == dispatch.node for stored in self._known.values()):
+        if dispatch.node in self._one_at_a_time and not any(
+            stored.event.node_name == dispatch.node for stored in self._known.values()
+        ):
             self._one_at_a_time.discard(dispatch.node)
             self._traced.pop(dispatch.node, None)
         if len(outcomes) < len(dispatch.sequences) and self._pool is not None:
