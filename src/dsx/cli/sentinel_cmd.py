@@ -5,6 +5,7 @@
     events    stored events             status    nodes, their states and history
     replay    stored events through another policy, touching nothing
     breaker   show or reset the quarantine circuit breaker
+    retry     replay dead letters (events a stage gave up on after repeated errors)
     request-validation   ask for nodes to be certified (by name, or from a `dsx diff` report)
     parse     classify the Xid/SXid lines of a kernel log
 
@@ -304,7 +305,7 @@ def _events_table(rows: list[dict[str, Any]]) -> str:
     "-o", "--output", "output", type=click.Path(dir_okay=False), default=None, help="Write to FILE instead of stdout."
 )
 def status(store_url: str | None, fmt: str, output: str | None) -> None:
-    """Each node that left service: its state, why, and its history; breaker and validation requests."""
+    """Each node that left service: its state, why, and its history; breaker, validation requests, dead letters."""
     from dsx.health import breaker, pipeline_status
     from dsx.health import policy as policy_module
 
@@ -337,7 +338,41 @@ def _status_table(document: dict[str, Any]) -> str:
             ["request", "node", "status", "reason", "detail"],
             [[r["id"], r["node"], r["status"], r["reason"][:50], r["detail"][:60]] for r in requests],
         )
+    parked = document.get("dead_letters") or []
+    if parked:
+        text += "\n\ndead letters (`dsx sentinel retry` replays them):\n" + cli_output.format_table(
+            ["stage", "event", "node", "attempts", "parked", "error"],
+            [
+                [d["stage"], d["sequence"], d["node"], d["attempts"], d["parked_at"][:19], d["error"][:70]]
+                for d in parked
+            ],
+        )
     return text + "\n"
+
+
+@sentinel.command("retry")
+@store_option
+@click.option(
+    "--stage", default=None, help="Only dead letters of this stage (quarantine, drain, remediation, recertify)."
+)
+@click.option("--event", "sequence", default=None, type=click.IntRange(1), help="Only the dead letter of this event.")
+def retry(store_url: str | None, stage: str | None, sequence: int | None) -> None:
+    """Offer dead letters to their stage again, and to the later stages that went past them.
+
+    A running sentinel picks them up within a lease renewal (20 s by default).
+    """
+    from dsx.health import dead_letters
+    from dsx.health.policy import PIPELINE
+
+    store = _store(store_url)
+    try:
+        reopened = dead_letters.retry(store, [s.value for s in PIPELINE], stage=stage, sequence=sequence)
+    finally:
+        store.close()
+    for name, number in reopened:
+        click.echo(f"event {number}: offered to stage {name} again")
+    if not reopened:
+        click.echo("no dead letters")
 
 
 # -- replay ----------------------------------------------------------------------------------------

@@ -5,6 +5,11 @@ shared store directly (PostgreSQL) or posts to the sentinel's authenticated `/v1
 Either way the monitor commits its position only after the events were accepted, and a
 re-sent event carries the same idempotency key, so a crash or a failed post never loses or
 doubles an event.
+
+Only what may succeed later is retried: an unreachable sentinel, 5xx, 408 and 429. A batch the
+sentinel refuses as bad (400, 413, any other 4xx) is split in halves until the refused events
+are alone; those are logged whole at ERROR and dropped, the rest is delivered. Batches are at
+most `ingest.MAX_EVENTS_PER_REQUEST` events, the limit the sentinel's ingest accepts.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ class HttpSink:
         self.timeout_seconds = timeout_seconds
 
     def send(self, events: list[HealthEvent]) -> int:
+        size = ingest.MAX_EVENTS_PER_REQUEST
+        return sum(self._post(events[start : start + size]) for start in range(0, len(events), size))
+
+    def _post(self, events: list[HealthEvent]) -> int:
         body = json.dumps(ingest.to_document(events)).encode()
         request = urllib.request.Request(  # noqa: S310 - an http(s) URL checked above
             self.url,
@@ -66,13 +75,40 @@ class HttpSink:
             with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:  # noqa: S310
                 answer = json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            detail = exc.read(2000).decode(errors="replace")
-            if exc.code in (401, 403):
-                raise errors.UnauthorizedError(f"{self.url}: {exc.code}: {detail}") from exc
-            raise errors.UnavailableError(f"{self.url}: {exc.code}: {detail}") from exc
+            raise _refusal(self.url, exc.code, exc.read(2000).decode(errors="replace")) from exc
         except (urllib.error.URLError, OSError) as exc:
             raise errors.UnavailableError(f"{self.url}: {getattr(exc, 'reason', exc)}") from exc
         return int(answer.get("created", 0))
+
+
+def _refusal(url: str, status: int, detail: str) -> errors.DsxError:
+    """The dsx error for an HTTP answer: only 408, 429 and 5xx are worth sending again."""
+    message = f"{url}: {status}: {detail}"
+    if status in (401, 403):
+        return errors.UnauthorizedError(message)
+    if status == 413:
+        return errors.PayloadTooLargeError(message)
+    if status == 404:
+        return errors.NotFoundError(message)
+    if 400 <= status < 500 and status not in (408, 429):
+        return errors.BadInputError(message)
+    return errors.UnavailableError(message)
+
+
+def deliver(sink: Sink, events: list[HealthEvent]) -> int:
+    """Send; a batch refused as bad is split until the refused events are alone, logged and dropped."""
+    try:
+        return sink.send(events)
+    except (errors.BadInputError, errors.PayloadTooLargeError) as exc:
+        if len(events) == 1:
+            log.error(
+                "event refused, dropped: %s",
+                exc,
+                extra={"event": events[0].to_dict(), "idempotency_key": events[0].idempotency_key},
+            )
+            return 0
+        half = len(events) // 2
+        return deliver(sink, events[:half]) + deliver(sink, events[half:])
 
 
 def read_token(path: str | None) -> str:
@@ -114,7 +150,7 @@ def run_source(
             events = source.poll()
             if events:
                 try:
-                    sent += sink.send(events)
+                    sent += deliver(sink, events)
                 except errors.UnavailableError as exc:
                     if once:
                         raise

@@ -14,9 +14,11 @@ Composition only — what each part decides lives in `dsx.health`. One process r
   per state and the goodput ratio;
 - the HTTP server (`dsx.controllers.http`).
 
-Every loop survives its own failures (logged as JSON, retried), so one unreachable apiserver
-call or a locked database never stops the others; what did not finish is re-offered by the
-store. `stop()` ends the loops; work cut short is resumed by the next start (same owner name).
+Every loop survives any exception (`dsx.controllers.loops`: logged with its traceback once,
+counted, shown by /readyz until a round succeeds), so one unreachable apiserver call, a locked
+database or a bug hit by one event never stops the others; what did not finish is re-offered
+by the store, and an event a stage keeps failing on is parked as a dead letter. `stop()` ends
+the loops; work cut short is resumed by the next start (same owner name).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 
 from dsx import errors, settings
 from dsx.api import security
-from dsx.controllers import http, kube_nodes, telemetry
+from dsx.controllers import http, kube_nodes, loops, telemetry
 from dsx.health import (
     analyzer,
     breaker,
@@ -94,6 +96,7 @@ class SentinelRuntime:
         self.options = options
         self.policy = options.policy
         self.telemetry = telemetry.SentinelTelemetry()
+        self.loops = loops.LoopHealth(self.telemetry)
         self.waker = stages.Waker()
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -180,7 +183,9 @@ class SentinelRuntime:
         ]
         stores = [quarantine_store, drain_store, remediation_store, recertify_store]
         self.runners = [
-            stages.StageRunner(s, h, owner=options.owner, workers=options.workers, waker=self.waker)
+            stages.StageRunner(
+                s, h, owner=options.owner, workers=options.workers, waker=self.waker, dead_letter=policy.dead_letter
+            )
             for s, h in zip(stores, handlers, strict=True)
         ]
         if policy.switch(Stage.RECERTIFY).acting or policy.switch(Stage.VALIDATION).enabled:
@@ -229,17 +234,19 @@ class SentinelRuntime:
             )
             correlate = analyzer.AnalyzerStage(self._open_store(), analyzer.Analyzer(rules), owner=self.options.owner)
             correlate.warm()
-            self._spawn("analyzer", self._poll_loop(correlate.step, 0.2))
+            self._spawn("analyzer", self._poll_loop(correlate.step, 0.2, name="analyzer"))
         if self.validations is not None:
-            self._spawn("validations", self._poll_loop(self.validations.step, 1.0))
+            self._spawn("validations", self._poll_loop(self.validations.step, 1.0, name="validations"))
         if self.kernel_monitors:
             self._spawn(
-                "kernel-log", self._poll_loop(self._pump_kernel_logs, self.policy.monitors.poll_interval_seconds)
+                "kernel-log",
+                self._poll_loop(self._pump_kernel_logs, self.policy.monitors.poll_interval_seconds, name="kernel-log"),
             )
         if self.kube_monitor is not None or self.joining is not None or self.policy.switch(Stage.QUARANTINE).acting:
             self._spawn("node-watch", self._watch_nodes)  # node policies, joining nodes, manual uncordons
         self._spawn(
-            "fleet", self._poll_loop(self._account_fleet, self.options.fleet_interval_seconds, always_wait=True)
+            "fleet",
+            self._poll_loop(self._account_fleet, self.options.fleet_interval_seconds, always_wait=True, name="fleet"),
         )
         self._spawn("store-watch", self._watch_store)
         self._started = True
@@ -286,32 +293,29 @@ class SentinelRuntime:
                 seen = self.waker.generation
                 try:
                     progressed = runner.step()
-                except errors.DsxError as exc:
+                except Exception as exc:  # any error: the loop lives on (dsx.controllers.loops)
                     self.telemetry.stage_errors.labels(runner.name).inc()
-                    log.warning("stage %s: %s", runner.name, exc, extra={"stage": runner.name})
+                    self.loops.failed(f"stage {runner.name}", exc)
                     self.stop_event.wait(1.0)
                     continue
+                self.loops.ok(f"stage {runner.name}")
                 if not progressed:
                     self.waker.wait(seen, runner.idle_seconds(0.5))
 
         return loop
 
     def _poll_loop(
-        self, step: Callable[[], Any], interval_seconds: float, *, always_wait: bool = False
+        self, step: Callable[[], Any], interval_seconds: float, *, name: str, always_wait: bool = False
     ) -> Callable[[], None]:
         def loop() -> None:
             while not self.stop_event.is_set():
                 try:
                     busy = step()
                 except Exception as exc:
-                    log.warning(
-                        "%s: %s",
-                        getattr(step, "__qualname__", step),
-                        exc,
-                        exc_info=not isinstance(exc, errors.DsxError),
-                    )
+                    self.loops.failed(name, exc)
                     self.stop_event.wait(max(interval_seconds, 1.0))
                     continue
+                self.loops.ok(name)
                 if always_wait or not busy:
                     self.stop_event.wait(interval_seconds)
 
@@ -322,8 +326,10 @@ class SentinelRuntime:
         for monitor in self.kernel_monitors:
             try:
                 created += monitor_source.pump(monitor, self.store)
-            except errors.DsxError as exc:
-                log.warning("kernel-log monitor %s: %s", monitor.node_name, exc, extra={"node": monitor.node_name})
+            except Exception as exc:  # one node's log must not stop the others
+                self.loops.failed(f"kernel-log {monitor.node_name}", exc)
+            else:
+                self.loops.ok(f"kernel-log {monitor.node_name}")
         if created:
             self.telemetry.events_ingested.labels("kernel-log").inc(created)
             self.waker.poke()
@@ -337,9 +343,11 @@ class SentinelRuntime:
                     self._on_node(change.type.value, change.object)
                     if self.stop_event.is_set():
                         return
-            except errors.DsxError as exc:
-                log.warning("node watch: %s", exc)
+            except Exception as exc:
+                self.loops.failed("node watch", exc)
                 self.stop_event.wait(1.0)
+            else:
+                self.loops.ok("node watch")
 
     def _on_node(self, kind: str, node: dict[str, Any]) -> None:
         name = str((node.get("metadata") or {}).get("name", ""))
@@ -373,6 +381,11 @@ class SentinelRuntime:
         self.telemetry.fleet(capacity, added, counts)
         self.telemetry.lag(self.store.cursors(), self.store.last_sequence())
         self.telemetry.breaker_tripped.set(1 if self.breaker.state() is breaker.BreakerState.TRIPPED else 0)
+        parked: dict[str, int] = dict.fromkeys((s.value for s in PIPELINE), 0)
+        for record in self.store.dead_letters():
+            parked[record.stage] = parked.get(record.stage, 0) + 1
+        for stage, count in parked.items():
+            self.telemetry.dead_letters.labels(stage).set(count)
         return True
 
     def _watch_store(self) -> None:
@@ -384,9 +397,11 @@ class SentinelRuntime:
                 if watcher.wait_for_events(seen, self.options.store_poll_seconds):
                     seen = watcher.last_sequence()
                     self.waker.poke()
-            except errors.DsxError as exc:
-                log.warning("store watch: %s", exc)
+            except Exception as exc:
+                self.loops.failed("store watch", exc)
                 self.stop_event.wait(1.0)
+            else:
+                self.loops.ok("store watch")
 
     # -- endpoints ------------------------------------------------------------------------------
 
@@ -400,7 +415,10 @@ class SentinelRuntime:
         if not self.client.ready():
             return "the Kubernetes API is not ready"
         dead = [t.name for t in self._threads if not t.is_alive()]
-        return f"stopped: {', '.join(dead)}" if dead else None
+        if dead:
+            return f"stopped: {', '.join(dead)}"
+        failing = self.loops.failing()
+        return "failing: " + "; ".join(f"{loop}: {error}" for loop, error in failing.items()) if failing else None
 
     def status(self) -> dict[str, Any]:
         return pipeline_status.document(self.store, self.breaker)

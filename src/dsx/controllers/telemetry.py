@@ -11,6 +11,9 @@
 - `nodes{state}`                         nodes per pipeline state
 - `gpu_hours_total{bucket}`              GPU capacity integrated over time per bucket (dsx.health.goodput)
 - `fleet_goodput_ratio`                  in-service GPUs / all GPUs
+- `loop_errors_total{loop}`              exceptions a background loop caught (logged, retried)
+- `loop_failing{loop}`                   1 while a loop's last round failed (also shown by /readyz)
+- `dead_letters{stage}`                  events a stage parked after repeated errors (`dsx sentinel retry`)
 """
 
 from __future__ import annotations
@@ -60,6 +63,15 @@ class SentinelTelemetry:
         self.gpu_hours = Counter("dsx_sentinel_gpu_hours", "GPU capacity over time per bucket", ["bucket"], registry=r)
         self.goodput = Gauge("dsx_sentinel_fleet_goodput_ratio", "GPUs certified and in service / all GPUs", registry=r)
         self.stage_errors = Counter("dsx_sentinel_stage_errors", "Handler failures (retried)", ["stage"], registry=r)
+        self.loop_errors = Counter(
+            "dsx_sentinel_loop_errors", "Exceptions a background loop caught (logged, retried)", ["loop"], registry=r
+        )
+        self.loop_failing = Gauge(
+            "dsx_sentinel_loop_failing", "1 while a loop's last round failed", ["loop"], registry=r
+        )
+        self.dead_letters = Gauge(
+            "dsx_sentinel_dead_letters", "Events a stage parked after repeated errors", ["stage"], registry=r
+        )
         for bucket in goodput.BUCKETS:
             self.gpu_hours.labels(bucket)
         for state in NodeState:

@@ -20,6 +20,9 @@ Semantics:
   nor STORE_ONLY ones. An event without a value for a group key is not counted by that rule.
 - `warm` rebuilds the windows from stored history without emitting, so a restart neither
   forgets recent events nor fires twice.
+- A step retried after a store error (append or ack failed, before or after committing) counts
+  nothing twice: an event is counted once per process and what it fired is kept until the
+  store acknowledged it, so the retry re-sends the same derived events (same keys).
 
 Rules file: `src/dsx/catalog/rules/analyzer.yaml` (kind AnalyzerRules); see docs/health-events.md.
 """
@@ -290,6 +293,8 @@ class AnalyzerStage:
         self.owner = owner
         self.batch_size = batch_size
         self._clock = clock
+        self._counted: dict[int, list[HealthEvent]] = {}
+        """Events counted into the windows but not yet acknowledged, with the events they fired."""
 
     def warm(self) -> int:
         """Count the stored events the consumer already acknowledged and that are still inside a window."""
@@ -315,7 +320,9 @@ class AnalyzerStage:
         derived: list[HealthEvent] = []
         outcomes: list[StageOutcome] = []
         for stored in batch:
-            fired = self.analyzer.observe(stored.event)
+            fired = self._counted.get(stored.sequence)
+            if fired is None:  # a retried batch is not counted again
+                fired = self._counted[stored.sequence] = self.analyzer.observe(stored.event)
             derived.extend(fired)
             if fired:
                 detail = {"derived": [event.idempotency_key for event in fired]}
@@ -325,6 +332,11 @@ class AnalyzerStage:
         if derived:
             self.store.append(derived)  # before the ack: a crash in between re-derives the same keys
         self.store.ack(CONSUMER, self.owner, outcomes)
+        for stored in batch:
+            del self._counted[stored.sequence]
+        if self._counted:  # held by another owner meanwhile: forget what was acknowledged anyway
+            cursor = self.store.cursor(CONSUMER)
+            self._counted = {s: fired for s, fired in self._counted.items() if s > cursor}
         return len(batch)
 
     def run(self, stop: threading.Event, *, idle_wait_seconds: float = 1.0) -> None:

@@ -15,6 +15,9 @@ The contract:
   and moves the cursor over every acknowledged prefix. A claim that is never acked (the
   owner crashed) is handed out again: at once to the same owner, after `lease_seconds` to any.
   Two owners of one consumer never hold the same event at the same time.
+- **Dead letters**: an event a stage acknowledged as DEAD_LETTER is listed by `dead_letters`;
+  `reopen` drops the stage's record and offers the event to that consumer again (even behind
+  its cursor), and the next `ack` of it records the new outcome.
 - **Stage records** keyed by (stage, sequence) make effects safe to replay: a stage calls
   `begin` before it touches the cluster and `ack` after. After a crash, a claim re-delivers
   the event and `stage_record` says IN_PROGRESS, telling the stage to check whether the
@@ -49,6 +52,9 @@ class StageStatus(enum.Enum):
     SKIPPED = "skipped"
     """Not for this stage (a healthy event for the drainer, STORE_ONLY for quarantine, …)."""
     FAILED = "failed"
+    DEAD_LETTER = "dead_letter"
+    """The stage gave up after repeated errors (detail: error, attempts, traceback); later stages go on.
+    `reopen` offers the event to the stage again."""
 
 
 class ValidationStatus(enum.Enum):
@@ -177,6 +183,14 @@ class EventStore(Protocol):
         ...
 
     def stage_record(self, consumer: str, sequence: int) -> StageRecord | None: ...
+
+    def dead_letters(self) -> list[StageRecord]:
+        """Every DEAD_LETTER record, by sequence then stage."""
+        ...
+
+    def reopen(self, consumer: str, sequence: int) -> None:
+        """Drop the consumer's record for the event and offer the event to the consumer again."""
+        ...
 
     def stage_records(self, sequence: int) -> list[StageRecord]:
         """Every stage's record for one event, by stage name."""

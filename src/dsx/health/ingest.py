@@ -16,6 +16,8 @@ from dsx.errors import BadInputError, PayloadTooLargeError
 from dsx.model.health import HealthEvent
 
 MAX_EVENTS_PER_REQUEST = 1000
+"""The one batch size end to end: lines a kernel-log monitor reads per poll (one event each at
+most), events a sender posts at once, and events ingestion accepts per request."""
 
 
 def parse_body(body: bytes, *, source: str = "request body") -> list[HealthEvent]:

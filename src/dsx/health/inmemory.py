@@ -7,6 +7,7 @@ but nothing survives the process. A lock makes it safe for threads, like the rea
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +50,8 @@ class InMemoryEventStore:
         self._cursors: dict[str, int] = {}
         self._leases: dict[tuple[str, int], _Lease] = {}
         self._acked: dict[str, set[int]] = {}
+        self._reopened: dict[str, set[int]] = {}
+        """Per consumer, events behind its cursor offered again (`reopen`)."""
         self._records: dict[tuple[str, int], StageRecord] = {}
         self._nodes: dict[str, NodeStatus] = {}
         self._history: list[NodeTransition] = []
@@ -120,7 +123,9 @@ class InMemoryEventStore:
             now = self._clock()
             acked = self._acked.setdefault(consumer, set())
             out: list[StoredEvent] = []
-            for stored in self._events[self._cursors.setdefault(consumer, 0) :]:
+            cursor = self._cursors.setdefault(consumer, 0)
+            behind = [self._events[s - 1] for s in sorted(self._reopened.get(consumer, ())) if s <= cursor]
+            for stored in itertools.chain(behind, itertools.islice(self._events, cursor, None)):
                 if len(out) >= limit:
                     break
                 if stored.sequence in acked:
@@ -147,12 +152,18 @@ class InMemoryEventStore:
             cursor = self._cursors.get(consumer, 0)
             now = self._now()
             newly = 0
+            reopened = self._reopened.setdefault(consumer, set())
             for outcome in outcomes:
                 self._require_event(outcome.sequence)
                 self._leases.pop((consumer, outcome.sequence), None)
-                if outcome.sequence in acked or outcome.sequence <= cursor:
+                if outcome.sequence in reopened:
+                    reopened.discard(outcome.sequence)
+                    if outcome.sequence > cursor:
+                        acked.add(outcome.sequence)
+                elif outcome.sequence in acked or outcome.sequence <= cursor:
                     continue
-                acked.add(outcome.sequence)
+                else:
+                    acked.add(outcome.sequence)
                 self._records[(consumer, outcome.sequence)] = StageRecord(
                     consumer, outcome.sequence, outcome.status, copy.deepcopy(dict(outcome.detail)), now
                 )
@@ -170,6 +181,19 @@ class InMemoryEventStore:
     def stage_record(self, consumer: str, sequence: int) -> StageRecord | None:
         with self._lock:
             return self._records.get((consumer, sequence))
+
+    def dead_letters(self) -> list[StageRecord]:
+        with self._lock:
+            parked = [r for r in self._records.values() if r.status is StageStatus.DEAD_LETTER]
+        return sorted(parked, key=lambda r: (r.sequence, r.stage))
+
+    def reopen(self, consumer: str, sequence: int) -> None:
+        with self._lock:
+            self._require_event(sequence)
+            self._records.pop((consumer, sequence), None)
+            self._acked.setdefault(consumer, set()).discard(sequence)
+            self._leases.pop((consumer, sequence), None)
+            self._reopened.setdefault(consumer, set()).add(sequence)
 
     def stage_records(self, sequence: int) -> list[StageRecord]:
         with self._lock:

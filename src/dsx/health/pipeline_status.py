@@ -1,15 +1,15 @@
 """What the pipeline looks like now, as one JSON document (CLI `status`, `/v1/status`, the API).
 
 Nodes that ever left service with their state, reason and full history; validation requests;
-the circuit breaker; each consumer's cursor and the last stored sequence (their difference is
-the stage lag).
+the circuit breaker; the dead letters (events a stage gave up on); each consumer's cursor and
+the last stored sequence (their difference is the stage lag).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dsx.health import breaker
+from dsx.health import breaker, dead_letters
 from dsx.health.eventstore import EventStore
 
 
@@ -50,6 +50,7 @@ def document(store: EventStore, gate: breaker.CircuitBreaker | None) -> dict[str
         "nodes": nodes_out,
         "validation_requests": requests,
         "breaker": gate.status() if gate is not None else None,
+        "dead_letters": dead_letters.listed(store),
         "cursors": store.cursors(),
         "last_sequence": store.last_sequence(),
     }

@@ -213,6 +213,12 @@ class MonitorSettings:
 
 
 @dataclass(frozen=True)
+class DeadLetterSettings:
+    max_attempts: int = 5
+    """Failed attempts of one event in one stage before it is parked as a dead letter."""
+
+
+@dataclass(frozen=True)
 class SentinelPolicy:
     source: str = "<defaults>"
     dry_run: bool = False
@@ -224,6 +230,7 @@ class SentinelPolicy:
     remediation: RemediationSettings = field(default_factory=RemediationSettings)
     certification: CertificationSettings = field(default_factory=CertificationSettings)
     monitors: MonitorSettings = field(default_factory=MonitorSettings)
+    dead_letter: DeadLetterSettings = field(default_factory=DeadLetterSettings)
     analyzer_rules: str = ""
     """A rules file (kind AnalyzerRules); empty: the catalog's."""
 
@@ -342,6 +349,7 @@ _TOP = (
     "remediation",
     "certification",
     "monitors",
+    "dead_letter",
     "analyzer",
 )
 
@@ -393,6 +401,9 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> SentinelPolicy:
         ),
         monitors=_monitors(
             top.section("monitors", ("kernel_logs", "start_at_end", "poll_interval_seconds", "kube_objects"))
+        ),
+        dead_letter=DeadLetterSettings(
+            max_attempts=top.section("dead_letter", ("max_attempts",)).integer("max_attempts", 5, minimum=1)
         ),
         analyzer_rules=analyzer.text("rules"),
     )

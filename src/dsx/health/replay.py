@@ -147,7 +147,9 @@ def replay(
         remediation.RemediationHandler(store, cluster, policy, provider, observer, clock=clock),
         recertify.RecertifyHandler(store, cluster, policy, observer, clock=clock),
     ]
-    runners = [stages.StageRunner(store, h, owner="replay", workers=0) for h in handlers]
+    runners = [
+        stages.StageRunner(store, h, owner="replay", workers=0, dead_letter=policy.dead_letter) for h in handlers
+    ]
     rules = analyzer.load_rules(policy.analyzer_rules) if policy.analyzer_rules else analyzer.load_rules()
     correlate = analyzer.AnalyzerStage(store, analyzer.Analyzer(rules), owner="replay", clock=clock)
     validations = ValidationRunner(store, cluster, policy, certifier, observer, workers=0)

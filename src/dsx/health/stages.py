@@ -16,6 +16,18 @@ a re-certification still running): the rest stay unacknowledged and are offered 
 `retry_seconds`. Unacknowledged events keep their lease because every claim by the same
 owner renews it; after a crash a new owner gets them once the lease runs out, and the
 handler finds the node mid-way (IN_PROGRESS record, node state) and finishes the job.
+
+Errors end well. A step retried after a failure at any point gives the clean run's result:
+outcomes are kept until the store acknowledged them (a failed `ack` is sent again, the handler
+is not run again), and handlers make their effects idempotent through `begin` records and
+node state. A handler that raises is retried; its node's events then go one at a time, so the
+event that fails is known, and after `max_attempts` failures (policy `dead_letter`) that event
+is acknowledged as DEAD_LETTER. Only errors retrying cannot cure count: an unreachable
+apiserver or a locked store (UnavailableError, DeadlineExceededError) is retried for as long as
+it lasts, or an outage would park every event in flight. A parked event is stored with the
+error and traceback: the pipeline moves on, `dsx sentinel status` lists it and `dsx sentinel
+retry` re-opens it (`dsx.health.dead_letters`). The traceback is logged once per node and
+error, later attempts log one line.
 """
 
 from __future__ import annotations
@@ -23,12 +35,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from dsx.errors import DeadlineExceededError, UnavailableError
 from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent
+from dsx.health.policy import DeadLetterSettings
 
 log = logging.getLogger("dsx.sentinel")
 
@@ -95,6 +110,7 @@ class StageRunner:
         lease_seconds: float = 60.0,
         waker: Waker | None = None,
         clock: Callable[[], float] = time.monotonic,
+        dead_letter: DeadLetterSettings | None = None,
     ) -> None:
         self.store = store
         self.handler = handler
@@ -112,7 +128,17 @@ class StageRunner:
         self._claimed_at = -float("inf")
         self._lookups_due = 0.0
         self._not_before: dict[str, float] = {}
+        self._unacked: list[StageOutcome] = []
+        """Outcomes the store has not confirmed yet (sent again before anything else)."""
+        self._attempts: dict[int, int] = {}
+        """Failed attempts per event still held."""
+        self._one_at_a_time: set[str] = set()
+        """Nodes whose handler raised: their events go singly until the node is caught up."""
+        self._traced: dict[str, str] = {}
+        """Per node, the error whose traceback was logged (logged once until the node catches up)."""
+        self.max_attempts = (dead_letter or DeadLetterSettings()).max_attempts
         self.errors = 0
+        self.dead_letters = 0
 
     @property
     def name(self) -> str:
@@ -127,7 +153,7 @@ class StageRunner:
 
         Returns how many events were acknowledged or handed to a worker (0: nothing to do now).
         """
-        progressed = self._collect()
+        progressed = self._flush() + self._collect()
         now = self._clock()
         if self.store.last_sequence() > self._seen or now - self._claimed_at > self.lease_seconds / 3:
             self._claim(now)
@@ -135,6 +161,8 @@ class StageRunner:
         for node, events in self._ready_by_node(fresh, now).items():
             if node in self._running or self._not_before.get(node, 0.0) > now:
                 continue
+            if node in self._one_at_a_time:
+                events = events[:1]
             sequences = [stored.sequence for stored in events]
             self._held.update(sequences)
             if self._pool is None:
@@ -162,8 +190,10 @@ class StageRunner:
             self.handler.name, self.owner, limit=self.batch_size + len(self._known), lease_seconds=self.lease_seconds
         )
         self._claimed_at = now
+        waiting = {o.sequence for o in self._unacked}
         for stored in batch:
-            self._known.setdefault(stored.sequence, stored)
+            if stored.sequence not in waiting:
+                self._known.setdefault(stored.sequence, stored)
             self._seen = max(self._seen, stored.sequence)
 
     def _ready_by_node(self, fresh: Sequence[StoredEvent], now: float) -> dict[str, list[StoredEvent]]:
@@ -171,11 +201,14 @@ class StageRunner:
 
         Events past the upstream cursor are looked up one by one (so one node stuck upstream does
         not hold back the others), at most once a second: a moving cursor soon covers them anyway.
+        So are events behind this stage's own cursor: re-opened by `dsx sentinel retry`, they wait
+        until the upstream stage (maybe re-opened too) has a record for them again.
         """
         upstream = self.handler.upstream
         cursor = self.store.cursor(upstream) if upstream else 0
+        own = self.store.cursor(self.handler.name) if upstream and fresh else 0
         lookups = 0 if now >= self._lookups_due else MAX_UPSTREAM_LOOKUPS
-        if upstream and any(s.sequence > cursor for s in fresh) and lookups == 0:
+        if upstream and any(not own < s.sequence <= cursor for s in fresh) and lookups == 0:
             self._lookups_due = now + 1.0
         blocked: set[str] = set()
         out: dict[str, list[StoredEvent]] = {}
@@ -183,7 +216,7 @@ class StageRunner:
             node = stored.event.node_name
             if node in blocked:
                 continue
-            ready = upstream is None or stored.sequence <= cursor
+            ready = upstream is None or own < stored.sequence <= cursor
             if not ready and lookups < MAX_UPSTREAM_LOOKUPS:
                 lookups += 1
                 record = self.store.stage_record(upstream or "", stored.sequence)
@@ -208,27 +241,73 @@ class StageRunner:
 
     def _finish(self, dispatch: _Dispatch) -> int:
         self._held.difference_update(dispatch.sequences)
-        outcomes = dispatch.outcomes or []
+        outcomes = list(dispatch.outcomes or [])
+        if dispatch.error is not None:
+            outcomes.extend(self._failed(dispatch, dispatch.error))
         for result in outcomes:
             self._known.pop(result.sequence, None)
-        if dispatch.error is not None:
-            self.errors += 1
-            log.warning(
-                "stage %s: node %s: %s (will retry)",
-                self.handler.name,
-                dispatch.node,
-                dispatch.error,
-                extra={"stage": self.handler.name, "node": dispatch.node, "error": str(dispatch.error)},
-            )
+            self._attempts.pop(result.sequence, None)
+        if dispatch.node in self._one_at_a_time and not any(
+            stored.event.node_name == dispatch.node for stored in self._known.values()
+        ):
+            self._one_at_a_time.discard(dispatch.node)
+            self._traced.pop(dispatch.node, None)
         if len(outcomes) < len(dispatch.sequences) and self._pool is not None:
             self._not_before[dispatch.node] = self._clock() + self.handler.retry_seconds
         else:
             self._not_before.pop(dispatch.node, None)
-        if not outcomes:
+        self._unacked.extend(outcomes)
+        return self._flush()
+
+    def _flush(self) -> int:
+        """Acknowledge what is waiting; on a store error it stays waiting (nothing is handled twice)."""
+        if not self._unacked:
             return 0
-        done = self.store.ack(self.handler.name, self.owner, outcomes)
+        done = self.store.ack(self.handler.name, self.owner, self._unacked)
+        self._unacked = []
         self.waker.poke()
         return max(done, 1)
+
+    def _failed(self, dispatch: _Dispatch, error: BaseException) -> list[StageOutcome]:
+        """Count a failed attempt of the node's first event; park it after `max_attempts`."""
+        self.errors += 1
+        sequence = dispatch.sequences[0]
+        transient = isinstance(error, UnavailableError | DeadlineExceededError)
+        attempts = self._attempts[sequence] = self._attempts.get(sequence, 0) + (0 if transient else 1)
+        self._one_at_a_time.add(dispatch.node)
+        stage, node = self.handler.name, dispatch.node
+        text = f"{type(error).__name__}: {error}"
+        extra = {"stage": stage, "node": node, "sequence": sequence, "attempt": attempts, "error": text}
+        first = self._traced.get(node) != text
+        self._traced[node] = text
+        log.warning(
+            "stage %s: node %s: event %d failed (%s): %s",
+            stage,
+            node,
+            sequence,
+            "transient, will retry" if transient else f"attempt {attempts} of {self.max_attempts}",
+            text,
+            exc_info=error if first else None,
+            extra=extra,
+        )
+        if transient or attempts < self.max_attempts:
+            return []
+        self.dead_letters += 1
+        log.error(
+            "stage %s: node %s: event %d parked as a dead letter after %d attempts; `dsx sentinel retry` replays it",
+            stage,
+            node,
+            sequence,
+            attempts,
+            extra=extra,
+        )
+        detail = {
+            "node": node,
+            "attempts": attempts,
+            "error": text[:500],
+            "traceback": "".join(traceback.format_exception(error))[-4000:],
+        }
+        return [StageOutcome(sequence, StageStatus.DEAD_LETTER, detail)]
 
     def idle_seconds(self, default: float) -> float:
         """How long an idle loop may sleep before something it holds is due again."""

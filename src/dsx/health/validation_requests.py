@@ -28,10 +28,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from dsx.errors import ConflictError
 from dsx.health import nodes
 from dsx.health.eventstore import OPEN_VALIDATION, EventStore, ValidationRequest, ValidationStatus
 from dsx.health.policy import CertificationSettings, SentinelPolicy, Stage
-from dsx.health.ports import NodeChange, NodeOps, Observer, RecertificationRequest, Recertifier
+from dsx.health.ports import (
+    NodeChange,
+    NodeOps,
+    Observer,
+    RecertificationRequest,
+    RecertificationResult,
+    Recertifier,
+)
 from dsx.model.health import NodeState
 
 log = logging.getLogger("dsx.sentinel")
@@ -194,27 +202,45 @@ class ValidationRunner:
         count = self.settings.max_running if workers is None else workers
         self._pool = ThreadPoolExecutor(count, thread_name_prefix="validation") if count else None
         self._running: dict[int, Future[None]] = {}
+        self._unsettled: dict[int, tuple[ValidationRequest, RecertificationResult]] = {}
+        """Finished runs whose result the node or the store did not take yet."""
         self._resumed = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def step(self) -> int:
-        """Start what the limit allows (resuming interrupted requests first); returns how many started."""
+        """Settle finished runs, then start what the limit allows (resuming interrupted requests first).
+
+        Returns how many requests started or settled. Errors end well: a run's result is kept
+        until the node write and the store both took it (retried here, the certification is not
+        run again), and a failed start makes the next step look for RUNNING requests again.
+        """
         with self._lock:
             for request_id in [i for i, f in self._running.items() if f.done()]:
-                del self._running[request_id]
+                error = self._running.pop(request_id).exception()
+                if error is not None:  # _run keeps what it expects; anything else is a bug, and is shown
+                    log.error("validation request %s: %s", request_id, error, exc_info=error)
+                    self._resumed = False
+            settled = sum(self._settle(request, result) for request, result in list(self._unsettled.values()))
             batch: list[ValidationRequest] = []
-            if not self._resumed:
-                self._resumed = True
-                batch.extend(self.store.validation_requests(ValidationStatus.RUNNING))
-            batch.extend(self.store.start_validations(self.settings.max_running))
+            try:
+                if not self._resumed:
+                    held = set(self._running) | set(self._unsettled)
+                    batch.extend(
+                        r for r in self.store.validation_requests(ValidationStatus.RUNNING) if r.request_id not in held
+                    )
+                    self._resumed = True
+                batch.extend(self.store.start_validations(self.settings.max_running))
+            except Exception:
+                self._resumed = False  # a start may have committed: pick it up as RUNNING next time
+                raise
             for request in batch:
-                if request.request_id in self._running:
+                if request.request_id in self._running or request.request_id in self._unsettled:
                     continue
                 if self._pool is None:
                     self._run(request)
                     continue
                 self._running[request.request_id] = self._pool.submit(self._run, request)
-            return len(batch)
+            return len(batch) + settled
 
     @property
     def running(self) -> int:
@@ -238,18 +264,64 @@ class ValidationRunner:
             result = self.recertifier.recertify(ask)
         except Exception as exc:  # a broken run is a failed validation, never a silent pass
             log.exception("validation request %s for %s failed to run", request.request_id, name)
-            self.store.finish_validation(request.request_id, passed=False, detail=f"could not run: {exc}"[:500])
-            return
+            result = RecertificationResult(False, f"could not run: {exc}"[:500])
+        self._settle(request, result)
+
+    def _settle(self, request: ValidationRequest, result: RecertificationResult) -> int:
+        """Node first, then the store: the store never says `passed` while the node is still held.
+
+        On an error the result waits in `_unsettled` for the next step; the traceback is logged
+        once per request. Returns 1 when settled.
+        """
+        name = request.node_name
+        held = kind_of(request) is not ValidationKind.RECERTIFY
         detail = "passed" if result.passed else result.reason
-        self.store.finish_validation(request.request_id, passed=result.passed, detail=detail)
+        try:
+            if held:
+                self._conclude(name, request, passed=result.passed, detail=detail)
+            self._finish(request, passed=result.passed, detail=detail)
+        except Exception as exc:
+            with self._lock:
+                first = request.request_id not in self._unsettled
+                self._unsettled[request.request_id] = (request, result)
+            log.warning(
+                "validation request %s for %s: recording the result failed, will retry: %s",
+                request.request_id,
+                name,
+                exc,
+                exc_info=exc if first else None,
+                extra={"node": name, "request_id": request.request_id},
+            )
+            return 0
+        with self._lock:
+            self._unsettled.pop(request.request_id, None)
         self.observer.action(
             "validation",
             "passed" if result.passed else "failed",
             name,
             {"request_id": request.request_id, "detail": detail},
         )
-        if held:
-            self._conclude(name, request, passed=result.passed, detail=detail)
+        if held and self.switch.acting:
+            reason_text, message = (
+                ("ValidationPassed", f"validation request {request.request_id} passed")
+                if result.passed
+                else ("ValidationFailed", f"request {request.request_id}: {detail}")
+            )
+            try:  # a Kubernetes Event is for people reading `describe node`; losing one is not worth a retry
+                self.nodes.record_event(name, reason_text, message, warning=not result.passed)
+            except Exception as exc:
+                log.warning("validation request %s: node event not recorded: %s", request.request_id, exc)
+        return 1
+
+    def _finish(self, request: ValidationRequest, *, passed: bool, detail: str) -> None:
+        """finish_validation, where a retry after a lost answer finds the request already finished."""
+        wanted = ValidationStatus.PASSED if passed else ValidationStatus.FAILED
+        try:
+            self.store.finish_validation(request.request_id, passed=passed, detail=detail)
+        except ConflictError:
+            now = next((r for r in self.store.validation_requests() if r.request_id == request.request_id), None)
+            if now is None or now.status is not wanted:
+                raise
 
     def _peers(self, node_name: str) -> tuple[str, ...]:
         """Known-good nodes to test alongside: healthy in the store, schedulable, not held for validation."""
@@ -285,10 +357,8 @@ class ValidationRunner:
                     annotations={nodes.VALIDATION_ANNOTATION: f"passed (request {request.request_id}) at {_stamp()}"},
                 ),
             )
-            self.nodes.record_event(name, "ValidationPassed", f"validation request {request.request_id} passed")
         else:
             self._mark(name, f"failed (request {request.request_id}): {detail}", hold=True)
-            self.nodes.record_event(name, "ValidationFailed", f"request {request.request_id}: {detail}", warning=True)
 
     def close(self) -> None:
         if self._pool is not None:

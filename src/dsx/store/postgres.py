@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import psycopg
 
+from dsx.errors import ConflictError, InternalError, UnavailableError
 from dsx.store import sql
 
 CHANNEL = "dsx_events"
@@ -58,6 +59,22 @@ class _QmarkCursor:
         return self._cursor.rowcount
 
 
+def classify(error: BaseException) -> sql.ErrorKind:
+    """Which dsx error a psycopg error is (see `sql.translated_errors`).
+
+    Conflicts (unique violation, serialization failure, deadlock) re-read and retry; connection,
+    shutdown, lock and resource errors (SQLSTATE classes 08, 53, 55, 57: psycopg's
+    OperationalError) and a read-only server after a fail-over are unavailable; the rest —
+    undefined column or table, syntax, data errors — are defects.
+    """
+    conflicts = (psycopg.errors.UniqueViolation, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+    if isinstance(error, conflicts):
+        return ConflictError
+    if isinstance(error, psycopg.OperationalError | psycopg.errors.ReadOnlySqlTransaction):
+        return UnavailableError
+    return InternalError
+
+
 class PostgresEventStore(sql.SqlEventStore):
     """EventStore in a PostgreSQL database (tables created when missing)."""
 
@@ -86,11 +103,7 @@ class PostgresEventStore(sql.SqlEventStore):
         )
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
-        return sql.translated_errors(
-            self._display_url,
-            unavailable=(psycopg.Error,),
-            conflict=(psycopg.errors.UniqueViolation, psycopg.errors.SerializationFailure),
-        )
+        return sql.translated_errors(self._display_url, psycopg.Error, classify)
 
     @contextlib.contextmanager
     def transaction(self, *, write: bool) -> Iterator[sql.Cursor]:

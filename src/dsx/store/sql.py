@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from dsx.errors import ConflictError, NotFoundError, UnavailableError
+from dsx.errors import BadInputError, ConflictError, DsxError, InternalError, NotFoundError
 from dsx.health import eventstore
 from dsx.health.eventstore import (
     Appended,
@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS stage_records (
     updated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (sequence, stage)
 );
+CREATE INDEX IF NOT EXISTS stage_records_dead_letters ON stage_records (sequence) WHERE status = 'dead_letter';
 CREATE TABLE IF NOT EXISTS node_states (
     node_name TEXT PRIMARY KEY,
     state TEXT NOT NULL,
@@ -181,9 +182,10 @@ class SqlEventStore(abc.ABC):
             row = cur.fetchone()
             if row is None:
                 cur.execute("INSERT INTO dsx_schema (name, version) VALUES (?, ?)", ("events", SCHEMA_VERSION))
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise UnavailableError(
-                    f"event store: schema version {row[0]} was written by a newer dsx (this one reads {SCHEMA_VERSION})"
+            elif int(row[0]) > SCHEMA_VERSION:  # not retryable: refuse, naming both versions
+                raise BadInputError(
+                    f"event store: schema version {row[0]} was written by a newer dsx; this dsx reads schema"
+                    f" version {SCHEMA_VERSION}: upgrade dsx, or give --store another store"
                 )
 
     # events
@@ -292,15 +294,22 @@ class SqlEventStore(abc.ABC):
         now = self._clock()
         with self.transaction(write=True) as cur:
             position = self._lock_consumer(cur, consumer)
+            cur.execute(  # events re-opened behind the cursor (dead letters retried) come first
+                "SELECT e.sequence, e.stored_at, e.document FROM deliveries d JOIN events e ON e.sequence = d.sequence"
+                " WHERE d.consumer = ? AND d.sequence <= ? AND d.acked = 0 AND (d.owner = ? OR d.lease_until <= ?)"
+                " ORDER BY d.sequence LIMIT ?",
+                (consumer, position, owner, now, limit),
+            )
+            rows = cur.fetchall()
             cur.execute(
                 "SELECT e.sequence, e.stored_at, e.document FROM events e"
                 " LEFT JOIN deliveries d ON d.consumer = ? AND d.sequence = e.sequence"
                 " WHERE e.sequence > ?"
                 " AND (d.sequence IS NULL OR (d.acked = 0 AND (d.owner = ? OR d.lease_until <= ?)))"
                 " ORDER BY e.sequence LIMIT ?",
-                (consumer, position, owner, now, limit),
+                (consumer, position, owner, now, limit - len(rows)),
             )
-            rows = cur.fetchall()
+            rows += cur.fetchall()
             if rows:
                 cur.executemany(
                     "INSERT INTO deliveries (consumer, sequence, owner, lease_until, acked) VALUES (?, ?, ?, ?, 0)"
@@ -328,9 +337,10 @@ class SqlEventStore(abc.ABC):
             for sequence in (wanted[0], wanted[-1]):
                 self._require_event(cur, sequence)
             done = self._acked(cur, consumer, wanted)
+            reopened = self._reopened(cur, consumer, [s for s in wanted if s <= position])
             fresh: dict[int, StageOutcome] = {}
             for outcome in outcomes:
-                if outcome.sequence > position and outcome.sequence not in done:
+                if (outcome.sequence > position and outcome.sequence not in done) or outcome.sequence in reopened:
                     fresh.setdefault(outcome.sequence, outcome)
             if fresh:
                 self._put_stage_records(cur, consumer, list(fresh.values()), now)
@@ -342,17 +352,21 @@ class SqlEventStore(abc.ABC):
                 self._advance(cur, consumer, position)
         return len(fresh)
 
-    def _acked(self, cur: Cursor, consumer: str, sequences: Sequence[int]) -> set[int]:
+    def _acked(self, cur: Cursor, consumer: str, sequences: Sequence[int], *, acked: int = 1) -> set[int]:
         found: set[int] = set()
         for start in range(0, len(sequences), _IN_CHUNK):
             chunk = list(sequences[start : start + _IN_CHUNK])
             marks = ", ".join("?" * len(chunk))
             cur.execute(
-                f"SELECT sequence FROM deliveries WHERE consumer = ? AND acked = 1 AND sequence IN ({marks})",  # noqa: S608 - placeholders only
-                [consumer, *chunk],
+                f"SELECT sequence FROM deliveries WHERE consumer = ? AND acked = ? AND sequence IN ({marks})",  # noqa: S608 - placeholders only
+                [consumer, acked, *chunk],
             )
             found.update(int(row[0]) for row in cur.fetchall())
         return found
+
+    def _reopened(self, cur: Cursor, consumer: str, behind: Sequence[int]) -> set[int]:
+        """Events behind the cursor with an open delivery: re-opened, so they may be acknowledged again."""
+        return self._acked(cur, consumer, behind, acked=0) if behind else set()
 
     def _advance(self, cur: Cursor, consumer: str, position: int) -> None:
         """Move the cursor over the acknowledged run right after it; sequences have no gaps."""
@@ -367,7 +381,10 @@ class SqlEventStore(abc.ABC):
             new_position += 1
         if new_position != position:
             cur.execute("UPDATE consumer_cursors SET position = ? WHERE consumer = ?", (new_position, consumer))
-            cur.execute("DELETE FROM deliveries WHERE consumer = ? AND sequence <= ?", (consumer, new_position))
+        # acknowledged rows up to the cursor are no longer needed (open ones there are re-opened events)
+        cur.execute(
+            "DELETE FROM deliveries WHERE consumer = ? AND acked = 1 AND sequence <= ?", (consumer, new_position)
+        )
 
     def _require_event(self, cur: Cursor, sequence: int) -> None:
         cur.execute("SELECT 1 FROM events WHERE sequence = ?", (sequence,))
@@ -393,6 +410,25 @@ class SqlEventStore(abc.ABC):
     def stage_record(self, consumer: str, sequence: int) -> StageRecord | None:
         with self.transaction(write=False) as cur:
             return self._stage_record(cur, consumer, sequence)
+
+    def dead_letters(self) -> list[StageRecord]:
+        with self.transaction(write=False) as cur:
+            cur.execute(
+                "SELECT stage, sequence, status, detail, updated_at FROM stage_records"
+                " WHERE status = 'dead_letter' ORDER BY sequence, stage"
+            )
+            return [_stage(row) for row in cur.fetchall()]
+
+    def reopen(self, consumer: str, sequence: int) -> None:
+        with self.transaction(write=True) as cur:
+            self._lock_consumer(cur, consumer)
+            self._require_event(cur, sequence)
+            cur.execute("DELETE FROM stage_records WHERE stage = ? AND sequence = ?", (consumer, sequence))
+            cur.execute(
+                "INSERT INTO deliveries (consumer, sequence, owner, lease_until, acked) VALUES (?, ?, '', 0, 0)"
+                " ON CONFLICT (consumer, sequence) DO UPDATE SET owner = '', lease_until = 0, acked = 0",
+                (consumer, sequence),
+            )
 
     def stage_records(self, sequence: int) -> list[StageRecord]:
         with self.transaction(write=False) as cur:
@@ -588,17 +624,32 @@ class SqlEventStore(abc.ABC):
         self.close()
 
 
+ErrorKind = type[DsxError]
+"""What a driver error means for the caller: UnavailableError (retry), ConflictError (re-read and
+retry), InternalError (a bug or a damaged store: retrying will not help), BadInputError."""
+
+
 @contextlib.contextmanager
 def translated_errors(
-    backend: str, unavailable: tuple[type[BaseException], ...], conflict: tuple[type[BaseException], ...]
+    backend: str, driver_error: type[BaseException], classify: Callable[[BaseException], ErrorKind]
 ) -> Iterator[None]:
-    """Map a driver's exceptions into the dsx tree at the seam, keeping the cause."""
+    """Map a driver's exceptions into the dsx tree at the seam, keeping the cause (and its traceback).
+
+    Only an unreachable, busy or locked database is "unavailable": a missing column or a
+    syntax error is a defect, and retrying it forever would hide it.
+    """
     try:
         yield
-    except conflict as exc:
-        raise ConflictError(f"{backend}: concurrent write conflict: {_first_line(exc)}") from exc
-    except unavailable as exc:
-        raise UnavailableError(f"{backend}: {_first_line(exc)}") from exc
+    except driver_error as exc:
+        kind = classify(exc)
+        if kind is ConflictError:
+            raise ConflictError(f"{backend}: concurrent write conflict: {_first_line(exc)}") from exc
+        if kind is InternalError:
+            raise InternalError(
+                f"{backend}: {type(exc).__name__}: {_first_line(exc)} (a bug in dsx or a damaged store;"
+                " the log has the traceback)"
+            ) from exc
+        raise kind(f"{backend}: {_first_line(exc)}") from exc
 
 
 def _first_line(exc: BaseException) -> str:

@@ -17,8 +17,23 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from dsx.errors import BadInputError
+from dsx.errors import BadInputError, ConflictError, InternalError, UnavailableError
 from dsx.store import sql
+
+_TRANSIENT = ("locked", "busy", "unable to open", "disk i/o", "disk is full", "interrupted")
+"""OperationalError messages that retrying may cure; the others (no such column, syntax) are defects."""
+
+
+def classify(error: BaseException) -> sql.ErrorKind:
+    """Which dsx error a sqlite3 error is (see `sql.translated_errors`)."""
+    text = str(error).lower()
+    if isinstance(error, sqlite3.IntegrityError):
+        return ConflictError
+    if isinstance(error, sqlite3.OperationalError) and any(part in text for part in _TRANSIENT):
+        return UnavailableError
+    if type(error) is sqlite3.DatabaseError and "not a database" in text:
+        return BadInputError
+    return InternalError
 
 
 class SqliteEventStore(sql.SqlEventStore):
@@ -49,9 +64,7 @@ class SqliteEventStore(sql.SqlEventStore):
         self.create_schema("INTEGER PRIMARY KEY AUTOINCREMENT")
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
-        return sql.translated_errors(
-            f"sqlite:///{self.path}", unavailable=(sqlite3.Error,), conflict=(sqlite3.IntegrityError,)
-        )
+        return sql.translated_errors(f"sqlite:///{self.path}", sqlite3.Error, classify)
 
     @contextlib.contextmanager
     def transaction(self, *, write: bool) -> Iterator[sql.Cursor]:

@@ -358,3 +358,48 @@ def test_an_append_from_another_handle_wakes_a_waiter(backend: Backend, make_eve
 def test_bad_store_urls_are_bad_input(url: str, message: str) -> None:
     with pytest.raises(BadInputError, match=message):
         open_store(url)
+
+
+# dead letters --------------------------------------------------------------------------------
+
+
+def test_dead_letters_are_listed_and_a_reopened_event_is_offered_and_acknowledged_again(
+    store: EventStore, make_event: MakeEvent
+) -> None:
+    store.append([make_event(i) for i in range(4)])
+    store.claim("drain", "a")
+    parked = {"node": "n1", "attempts": 5, "error": "ValueError: x"}
+    store.ack(
+        "drain",
+        "a",
+        [
+            StageOutcome(1, StageStatus.DONE),
+            StageOutcome(2, StageStatus.DEAD_LETTER, parked),
+            StageOutcome(3, StageStatus.DONE),
+        ],
+    )
+    store.ack("quarantine", "a", [StageOutcome(2, StageStatus.DEAD_LETTER, parked)])
+    assert [(r.stage, r.sequence, r.detail["attempts"]) for r in store.dead_letters()] == [
+        ("drain", 2, 5),
+        ("quarantine", 2, 5),
+    ]
+    assert store.cursor("drain") == 3
+
+    store.reopen("drain", 2)  # behind the cursor
+    assert store.stage_record("drain", 2) is None
+    assert [(r.stage, r.sequence) for r in store.dead_letters()] == [("quarantine", 2)]
+    assert [s.sequence for s in store.claim("drain", "a")] == [2, 4]  # re-opened first, then new
+    assert store.claim("drain", "c") == []  # leased to a
+    assert store.ack("drain", "a", [StageOutcome(2, StageStatus.DONE, {"again": True})]) == 1
+    record = store.stage_record("drain", 2)
+    assert record is not None and record.status is StageStatus.DONE and record.detail == {"again": True}
+    assert store.cursor("drain") == 3
+    assert [s.sequence for s in store.claim("drain", "a")] == [4]  # not offered a third time
+    assert store.ack("drain", "a", [StageOutcome(2, StageStatus.FAILED)]) == 0  # first outcome kept
+
+    store.reopen("quarantine", 2)  # past the cursor (1 was never acknowledged)
+    assert [s.sequence for s in store.claim("quarantine", "a")] == [1, 2, 3, 4]
+    assert store.ack("quarantine", "a", [StageOutcome(s) for s in (1, 2)]) == 2
+    assert store.cursor("quarantine") == 2 and store.dead_letters() == []
+    with pytest.raises(NotFoundError):
+        store.reopen("drain", 99)

@@ -6,6 +6,7 @@ a journalctl argument list with cursors."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sys
 from pathlib import Path
@@ -293,3 +294,20 @@ def test_a_failing_journalctl_is_unavailable(tmp_path: Path, data: Path) -> None
     missing = JournalReader(command=(str(tmp_path / "no-such-journalctl"),))
     with pytest.raises(UnavailableError, match="journalctl: "):
         missing.read(10)
+
+
+def test_a_malformed_journal_line_is_skipped_and_the_cursor_moves_past_it(
+    tmp_path: Path, data: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    shutil.copyfile(data / "journal.jsonl", journal)
+    reader = journal_reader(data, journal)
+    reader.seek({"cursor": "s=boot1;i=5"})
+    with journal.open("a") as handle:
+        handle.write('{"MESSAGE": "no cursor here"}\n')
+        handle.write('{"__CURSOR": "s=boot1;i=7", "__REALTIME_TIMESTAMP": "1796000007000000", "MESSAGE": "x"}\n')
+    with caplog.at_level(logging.WARNING, logger="dsx.sentinel.monitor"):
+        lines = reader.read(10)
+    assert [dict(line.position) for line in lines] == [{"cursor": "s=boot1;i=7"}]
+    assert "not a journal JSON entry" in caplog.text and "skipped" in caplog.text
+    assert reader.read(10) == []  # the bad line is behind the cursor now

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import time
@@ -36,8 +37,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from dsx.errors import BadInputError, UnavailableError
-from dsx.health import xid
+from dsx.health import ingest, xid
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent
+
+log = logging.getLogger("dsx.sentinel.monitor")
 
 AGENT = "kernel-log-monitor"
 XID_CHECK = "KernelLogXid"
@@ -309,8 +312,12 @@ class JournalReader:
         for number, raw in enumerate(done.stdout.splitlines(), start=1):
             if len(lines) >= max_lines:
                 break
-            if raw.strip():
+            if not raw.strip():
+                continue
+            try:
                 lines.append(_journal_line(raw, number))
+            except UnavailableError as exc:  # one bad entry must not stop the cursor: skip it, say so
+                log.warning("%s; skipped", exc, extra={"line": raw[:500].decode(errors="replace")})
         if lines:
             self._cursor = str(lines[-1].position["cursor"])
         return lines
@@ -381,7 +388,7 @@ class KernelLogMonitor:
         *,
         xid_catalog: xid.XidCatalog | None = None,
         dedup_window_seconds: float = 300.0,
-        batch_lines: int = 5000,
+        batch_lines: int = ingest.MAX_EVENTS_PER_REQUEST,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.node_name = node_name

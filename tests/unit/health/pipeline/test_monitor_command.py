@@ -135,3 +135,92 @@ def test_kernel_log_lines_are_posted_to_a_sentinel_and_kept_when_refused(
 def test_bad_flags_are_one_line(capsys, argv: list[str], message: str) -> None:
     code, err = dsx(capsys, "sentinel", "monitor", *argv)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+class FakeSentinel:
+    """An /v1/events endpoint that refuses batches with a bad event (400) or over `limit` events (413)."""
+
+    def __init__(self, *, limit: int, statuses: list[int] | None = None) -> None:
+        import http.server
+        import json
+        import threading
+
+        self.posts: list[int] = []
+        self.statuses = list(statuses or [])
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                events = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["events"]
+                outer.posts.append(len(events))
+                status = outer.statuses.pop(0) if outer.statuses else 200
+                if status == 200 and len(events) > limit:
+                    status = 413
+                if status == 200 and any(e["error_codes"] == ["13"] for e in events):
+                    status = 400
+                body = json.dumps({"created": len(events)} if status == 200 else {"error": "refused"}).encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                """Quiet."""
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_refused_batch_is_split_the_bad_event_dropped_and_only_408_429_5xx_retried(caplog) -> None:
+    import logging
+
+    from dsx import errors
+    from dsx.controllers import monitors
+
+    from .builders import xid
+
+    events = [xid(f"n{i}", "13" if i == 2 else "79") for i in range(5)]
+    sentinel = FakeSentinel(limit=2)
+    try:
+        sink = monitors.HttpSink(sentinel.url, TOKEN)
+        with caplog.at_level(logging.ERROR, logger="dsx.sentinel.monitor"):
+            assert monitors.deliver(sink, events) == 4  # all but the bad one
+        assert sentinel.posts == [5, 2, 3, 1, 2]  # 413 → halves, again for 3; the 400 on [n2] alone drops it
+        (dropped,) = [r for r in caplog.records if "dropped" in r.getMessage()]
+        assert dropped.event["node_name"] == "n2"  # type: ignore[attr-defined]
+        for status, kind in [
+            (408, errors.UnavailableError),
+            (429, errors.UnavailableError),
+            (503, errors.UnavailableError),
+            (404, errors.NotFoundError),
+            (422, errors.BadInputError),
+        ]:
+            sentinel.statuses = [status]
+            with pytest.raises(kind):
+                sink.send(events[:1])
+    finally:
+        sentinel.close()
+
+
+def test_batch_sizes_agree_from_the_log_reader_to_the_sender_to_ingest(tmp_path: Path) -> None:
+    import inspect
+
+    from dsx.controllers import monitors
+    from dsx.health.monitors.kernel_log import KernelLogMonitor
+
+    from .builders import xid
+
+    limit = ingest.MAX_EVENTS_PER_REQUEST
+    assert inspect.signature(KernelLogMonitor).parameters["batch_lines"].default == limit
+    sentinel = FakeSentinel(limit=limit)
+    try:
+        many = [xid(f"n{i}") for i in range(2 * limit + 1)]
+        assert monitors.HttpSink(sentinel.url, TOKEN).send(many) == len(many)
+        assert sentinel.posts == [limit, limit, 1]
+    finally:
+        sentinel.close()

@@ -151,3 +151,27 @@ def test_without_a_store_the_api_has_no_sentinel_routes() -> None:
     settings = api_app.ApiSettings(token_digests=frozenset({security._digest(TOKEN)}))
     with TestClient(api_app.create_app(settings), raise_server_exceptions=False) as client:
         assert client.get("/v1/sentinel/nodes", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
+
+
+def test_status_lists_dead_letters_and_retry_offers_them_again(capsys, store_url: str) -> None:
+    from dsx.health.eventstore import StageOutcome, StageStatus
+
+    store = open_store(store_url)
+    detail = {"node": "n2", "attempts": 5, "error": "ValueError: bad reason", "traceback": "Traceback ..."}
+    store.ack("drain", "t", [StageOutcome(2, StageStatus.DEAD_LETTER, detail)])
+    store.close()
+
+    code, out, _ = dsx(capsys, "sentinel", "status", "--store", store_url)
+    assert code == 0
+    assert "dead letters" in out and "ValueError: bad reason" in out
+    code, out, _ = dsx(capsys, "sentinel", "status", "--store", store_url, "--format", "json")
+    assert [(d["stage"], d["sequence"], d["attempts"]) for d in json.loads(out)["dead_letters"]] == [("drain", 2, 5)]
+
+    code, _, err = dsx(capsys, "sentinel", "retry", "--store", store_url, "--stage", "quarantine")
+    assert code == 3 and "no dead letter with stage quarantine" in err
+    code, out, _ = dsx(capsys, "sentinel", "retry", "--store", store_url, "--event", "2")
+    assert code == 0 and out == "event 2: offered to stage drain again\n"
+    store = open_store(store_url)
+    assert store.dead_letters() == [] and store.stage_record("drain", 2) is None
+    assert [s.sequence for s in store.claim("drain", "t")] == [1, 2]
+    store.close()

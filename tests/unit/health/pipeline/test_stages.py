@@ -103,9 +103,10 @@ def test_unfinished_events_come_back_and_a_failing_node_does_not_stop_the_rest(s
         runner.close()
     assert [n for n, _ in handler.calls].count("slow") == 3
     assert store.stage_record("stage", 1) is not None and store.stage_record("stage", 3) is not None
-    assert store.stage_record("stage", 2) is None  # never acknowledged: offered again after a restart
-    assert runner.errors >= 1
-    assert store.cursor("stage") == 1
+    parked = store.stage_record("stage", 2)  # failed max_attempts times: a dead letter, the rest goes on
+    assert parked is not None and parked.status is StageStatus.DEAD_LETTER
+    assert parked.detail["attempts"] == runner.errors == runner.max_attempts == 5
+    assert store.cursor("stage") == 3
 
 
 def test_a_crashed_owners_events_go_to_the_next_owner_once(store, clock) -> None:
@@ -128,3 +129,24 @@ def test_the_waker_wakes_a_waiting_loop_when_poked() -> None:
     threading.Timer(0.05, waker.poke).start()
     assert waker.wait(seen, 60.0) is True  # woken by the poke, not by the timeout
     assert waker.generation == seen + 1
+
+
+def test_an_outage_is_retried_for_as_long_as_it_lasts_never_dead_lettered(store) -> None:
+    from dsx.errors import UnavailableError
+    from dsx.health.policy import DeadLetterSettings
+
+    class Outage(Recorder):
+        def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
+            self.calls.append((node_name, [e.sequence for e in events]))
+            if len(self.calls) <= 10:
+                raise UnavailableError("apiserver: connection refused")
+            return [StageOutcome(e.sequence, StageStatus.DONE) for e in events]
+
+    handler = Outage("stage")
+    store.append([xid("a")])
+    runner = stages.StageRunner(store, handler, owner="t", workers=0, dead_letter=DeadLetterSettings(max_attempts=2))
+    for _ in range(12):
+        runner.step()
+    record = store.stage_record("stage", 1)
+    assert record is not None and record.status is StageStatus.DONE
+    assert len(handler.calls) == 11 and runner.errors == 10 and runner.dead_letters == 0
