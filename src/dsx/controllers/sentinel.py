@@ -47,6 +47,7 @@ from dsx.health import (
     remediation,
     stages,
     validation_requests,
+    xid,
 )
 from dsx.health.eventstore import EventStore
 from dsx.health.monitors import kube_objects
@@ -202,7 +203,17 @@ class SentinelRuntime:
         else:
             reader = FileFollower(source.path, from_end=self.policy.monitors.start_at_end)
         state = self.options.state_dir / "monitors" / f"kernel-log-{source.node}.json"
-        return KernelLogMonitor(source.node, reader, state)
+        return KernelLogMonitor(source.node, reader, state, driver=self._driver_version(source))
+
+    def _driver_version(self, source: KernelLogSource) -> xid.DriverVersion | None:
+        """The configured driver version, else the node's GPU Feature Discovery labels (the log's banner beats both)."""
+        if source.driver_version:
+            return xid.resolve_driver_version(source.driver_version)
+        try:
+            node = self.nodes.get_node(source.node)
+        except errors.DsxError:
+            return None  # the node is not (yet) readable: the banner or both layouts will do
+        return xid.resolve_driver_version(None, (node.get("metadata") or {}).get("labels") or {})
 
     # -- running --------------------------------------------------------------------------------
 

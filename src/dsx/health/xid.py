@@ -365,18 +365,11 @@ class XidCatalog:
     def decode_nvlink5(self, code: int, message: str, driver: DriverVersion | None = None) -> Nvlink5Decode:
         """Read sub-code, link, IntrInfo and error status, and find the decode-sheet row they select."""
         match = _NVL5.match(message)
-        version = (driver.text, driver.source) if driver else (None, None)
+        empty = Nvlink5Decode(
+            None, None, None, None, None, driver.text if driver else None, driver.source if driver else None, False
+        )
         if match is None:
-            return Nvlink5Decode(
-                None,
-                None,
-                None,
-                None,
-                None,
-                *version,
-                False,
-                note="no NVLink5 decode: the message carries no 'Link N (IntrInfo ErrorStatus)'",
-            )
+            return _with(empty, note="no NVLink5 decode: the message carries no 'Link N (IntrInfo ErrorStatus)'")
         subcode = match.group("sub")
         intr_info = int(match.group("intr"), 16)
         status = int(match.group("status"), 16) if match.group("status") else None
@@ -387,7 +380,7 @@ class XidCatalog:
         for layout in layouts:
             found[layout] = _select(self.decode_rules.get(code, ()), layout, subcode, intr_info, status)
         hits = {layout: hit for layout, hit in found.items() if hit is not None}
-        base = Nvlink5Decode(subcode, intr_info, status, link, None, *version, False)
+        base = _with(empty, subcode=subcode, intr_info=intr_info, error_status=status, link=link)
         described = f"sub-code {subcode}, IntrInfo 0x{intr_info:08x}, error status " + (
             f"0x{status:08x}" if status is not None else "absent"
         )
@@ -903,6 +896,9 @@ def driver_banner(line: str) -> DriverVersion | None:
 class _Opened:
     message: MultiLineMessage
     lines: list[tuple[int, str]]
+    """The opening line and the NVRM lines after it."""
+    seen: int = 0
+    """Lines fed since the opener, of any kind."""
 
 
 class KernelLogReader:
@@ -917,13 +913,17 @@ class KernelLogReader:
 
     def feed(self, line: str, line_number: int = 0) -> XidRecord | None:
         """The record this line completes, or None."""
+        opened = self._opened
+        if opened is not None:
+            opened.seen += 1
+            if opened.seen > opened.message.max_lines:
+                self._opened = opened = None
         banner = driver_banner(line)
         if banner is not None:
             self.driver = banner
             return None
         record = parse_line(line, line_number, self.catalog, self.driver)
         if record is not None or "NVRM" not in line:
-            self._age()
             return record
         for message in self.catalog.multi_line:
             if message.opener.search(line):
@@ -931,15 +931,9 @@ class KernelLogReader:
                 return None
             if message.closer.search(line):
                 return self._close(message, line, line_number)
-        if self._opened is not None:
-            self._opened.lines.append((line_number, line.rstrip("\r\n")))
-            self._age()
+        if opened is not None:
+            opened.lines.append((line_number, line.rstrip("\r\n")))
         return None
-
-    def _age(self) -> None:
-        opened = self._opened
-        if opened is not None and len(opened.lines) > opened.message.max_lines:
-            self._opened = None
 
     def _close(self, message: MultiLineMessage, line: str, line_number: int) -> XidRecord | None:
         opened, self._opened = self._opened, None
