@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[4]
 WORKBOOK = REPO.parent / "shared" / "reference" / "nvidia-xid-catalog"
 CATALOG = xid.default_catalog()
 BANNERS = {
-    xid.Layout.V1: "[    4.100000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.124.06  Wed Feb 26 01:46 UTC 2025",
-    xid.Layout.V2: "[    4.100000] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build",
+    xid.Layout.V1: "[ 4.100000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.124.06  Wed Feb 26 2025",
+    xid.Layout.V2: "[ 4.100000] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build",
 }
 V1_COLUMNS = {xid.Layout.V1: "v1_intrinfo_pattern_pre_r575", xid.Layout.V2: "v2_intrinfo_pattern_r575_plus"}
 SECOND_COLUMNS = {xid.Layout.V1: "v1_action2_pattern", xid.Layout.V2: "v2_action2_pattern"}
