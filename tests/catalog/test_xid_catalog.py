@@ -175,6 +175,14 @@ def test_every_lost_gpu_source_is_explained_in_the_readme() -> None:
             assert f"| {tag} |" in readme, (message.id, tag)
 
 
+def test_lost_gpu_patterns_use_bounded_repeats_only() -> None:
+    """Regexes kept as data stay linear: `*` and `+` could backtrack across a huge line."""
+    patterns = [p for m in CATALOG.lost_gpu for p in m.patterns]
+    patterns += [p for m in CATALOG.multi_line for p in (m.opener, m.closer)]
+    for pattern in patterns:
+        assert not re.search(r"(?<!\\)[*+]", pattern.pattern), pattern.pattern
+
+
 def load_raw() -> tuple[dict[str, object], dict[str, list[dict[str, str]]]]:
     data = serialization.load_mapping_file(xid.CATALOG_PATH)
     workbook = {
