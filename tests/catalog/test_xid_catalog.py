@@ -207,6 +207,7 @@ def load_raw() -> tuple[dict[str, object], dict[str, list[dict[str, str]]]]:
         (lambda d, w: w[xid.WORKBOOK_DECODE][0].update(error_status_hex="one"), "error_status_hex: 'one'"),
         (lambda d, w: d["gpu_lost"][0].update(patterns=["(unclosed"]), "gpu_lost[0].patterns[0]"),
         (lambda d, w: d["gpu_lost"][0].update(sources=[]), "every message names where it comes from"),
+        (lambda d, w: d["gpu_lost"][1].update(markers=[]), "gpu_lost[1].markers: expected a list of texts"),
         (lambda d, w: d["multi_line"][0].update(id="NOPE"), "multi_line[0].id: 'NOPE' is not allowed"),
     ],
 )

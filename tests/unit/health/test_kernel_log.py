@@ -370,3 +370,16 @@ def test_a_failing_journalctl_is_unavailable(tmp_path: Path, data: Path) -> None
     missing = JournalReader(command=(str(tmp_path / "no-such-journalctl"),))
     with pytest.raises(UnavailableError, match="journalctl: "):
         missing.read(10)
+
+
+def test_a_policys_kernel_log_source_takes_a_driver_version() -> None:
+    from dsx.health import policy
+
+    def read(source: dict[str, object]) -> policy.SentinelPolicy:
+        data = {"apiVersion": policy.API_VERSION, "kind": policy.KIND, "monitors": {"kernel_logs": [source]}}
+        return policy.from_dict(data, source="sentinel.yaml")
+
+    loaded = read({"node": "n3", "journal": True, "driver_version": "575.57.08"})
+    assert loaded.monitors.kernel_logs[0].driver_version == "575.57.08"
+    with pytest.raises(BadInputError, match=r"sentinel.yaml.monitors.kernel_logs\[0\].driver_version: driver version"):
+        read({"node": "n3", "journal": True, "driver_version": "latest"})
