@@ -31,7 +31,7 @@ def parse(file: str, driver_version: str | None, fmt: str, output: str | None) -
     from dsx import serialization
     from dsx.health import xid
 
-    driver = xid.parse_driver_version(driver_version, "--driver-version") if driver_version else None
+    driver = xid.parse_driver_version(driver_version, "configuration", "--driver-version") if driver_version else None
     records = xid.parse_text(serialization.read_text(file), driver=driver)
     cli_output.emit([r.to_dict() for r in records], fmt, output, table=_table)
 
@@ -42,7 +42,7 @@ def _table(records: list[dict[str, Any]]) -> str:
         [
             r["line"],
             r["family"],
-            r["code"],
+            r["kind"] if r["family"] == "NVRM" else r["code"],
             r["pci_address"] or "",
             "yes" if r["is_fatal"] else "no",
             r["recommended_action"],

@@ -106,7 +106,9 @@ def node_source(
         raise errors.BadInputError("monitor kernel-log: give --path FILE or --journal")
     reader: LineReader = JournalReader() if journal else FileFollower(str(log_path))
     state = Path(state_file) if state_file else Path(f"kernel-log-{node_name}.state.json")
-    return KernelLogMonitor(node_name, reader, state, driver=xid.resolve_driver_version(driver_version))
+    return KernelLogMonitor(
+        node_name, reader, state, driver=xid.resolve_driver_version(driver_version, where="--driver-version")
+    )
 
 
 def run_source(

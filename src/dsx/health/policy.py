@@ -584,7 +584,7 @@ def _monitors(section: _Fields) -> MonitorSettings:
         node, path, journal = own.text("node"), own.text("path"), own.flag("journal", False)
         driver_version = own.text("driver_version")
         if driver_version:
-            xid.parse_driver_version(driver_version, own.at("driver_version"))
+            xid.parse_driver_version(driver_version, "configuration", own.at("driver_version"))
         if not node:
             raise BadInputError(f"{own.at('node')}: expected the node name")
         if bool(path) == journal:

@@ -88,11 +88,11 @@ class DriverVersion:
 _VERSION = re.compile(r"(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?")
 
 
-def parse_driver_version(text: str, source: str) -> DriverVersion:
-    """`575.57.08`, `570.124`, `575` → a DriverVersion; anything else is a BadInputError."""
+def parse_driver_version(text: str, source: str, where: str | None = None) -> DriverVersion:
+    """`575.57.08`, `570.124`, `575` → a DriverVersion; anything else is a BadInputError naming `where`."""
     match = _VERSION.fullmatch(text.strip())
     if match is None:
-        raise BadInputError(f"{source}: driver version: {text!r} is not a version like 575.57.08")
+        raise BadInputError(f"{where or source}: driver version: {text!r} is not a version like 575.57.08")
     return DriverVersion(int(match.group(1)), int(match.group(2) or 0), _int(match.group(3)), source)
 
 
@@ -118,10 +118,12 @@ def driver_version_from_labels(labels: Mapping[str, str]) -> DriverVersion | Non
     return None
 
 
-def resolve_driver_version(configured: str | None, labels: Mapping[str, str] | None = None) -> DriverVersion | None:
+def resolve_driver_version(
+    configured: str | None, labels: Mapping[str, str] | None = None, where: str = "configuration"
+) -> DriverVersion | None:
     """The monitor's configured version, else the node label's. A banner in the log beats both (KernelLogReader)."""
     if configured:
-        return parse_driver_version(configured, "configuration")
+        return parse_driver_version(configured, "configuration", where)
     return driver_version_from_labels(labels or {})
 
 
@@ -378,7 +380,7 @@ class XidCatalog:
             None, None, None, None, None, driver.text if driver else None, driver.source if driver else None, False
         )
         if match is None:
-            return _with(empty, note="no NVLink5 decode: the message carries no 'Link N (IntrInfo ErrorStatus)'")
+            return replace(empty, note="no NVLink5 decode: the message carries no 'Link N (IntrInfo ErrorStatus)'")
         subcode = match.group("sub")
         intr_info = int(match.group("intr"), 16)
         status = int(match.group("status"), 16) if match.group("status") else None
@@ -389,21 +391,21 @@ class XidCatalog:
         for layout in layouts:
             found[layout] = _select(self.decode_rules.get(code, ()), layout, subcode, intr_info, status)
         hits = {layout: hit for layout, hit in found.items() if hit is not None}
-        base = _with(empty, subcode=subcode, intr_info=intr_info, error_status=status, link=link)
+        base = replace(empty, subcode=subcode, intr_info=intr_info, error_status=status, link=link)
         described = f"sub-code {subcode}, IntrInfo 0x{intr_info:08x}, error status " + (
             f"0x{status:08x}" if status is not None else "absent"
         )
         if not hits:
             tried = "/".join(layout.value for layout in layouts)
             why = f"driver {driver.text} from {driver.source}" if driver else "driver version unknown"
-            return _with(
+            return replace(
                 base,
                 layout=tried,
                 note=f"no rule of the Xid {code} decode sheet matches {described} ({tried} layout, {why})",
             )
         buckets = {hit[1] for hit in hits.values()}
         if len(buckets) > 1:
-            return _with(
+            return replace(
                 base,
                 layout="V1+V2",
                 note=f"{described} selects different rules in the V1 and V2 layouts and the driver version is unknown",
@@ -413,7 +415,7 @@ class XidCatalog:
         note = "" if driver else f"driver version unknown; the {layout_text} layout matched"
         if _subcode_key(subcode) not in rule.subcodes:
             note = "; ".join(filter(None, [note, f"sub-code {subcode} printed, the matching row says {rule.subcode}"]))
-        return _with(
+        return replace(
             base,
             layout=layout_text,
             matched=True,
@@ -433,7 +435,7 @@ class XidCatalog:
         if worded is False:
             note = decode.note + "; the message says Non-fatal"
             return Verdict(
-                entry.immediate_action, RecommendedAction.NONE, False, True, None, None, _with(decode, note=note)
+                entry.immediate_action, RecommendedAction.NONE, False, True, None, None, replace(decode, note=note)
             )
         note = decode.note + ("; the message says Fatal" if worded else "; escalated")
         verdict = self.bucket_verdict(entry.immediate_action)
@@ -444,12 +446,8 @@ class XidCatalog:
             True,
             None,
             None,
-            _with(decode, note=note),
+            replace(decode, note=note),
         )
-
-
-def _with(decode: Nvlink5Decode, **changes: Any) -> Nvlink5Decode:
-    return replace(decode, **changes)
 
 
 def _select(
