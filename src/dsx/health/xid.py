@@ -927,6 +927,28 @@ class KernelLogReader:
         self.driver = driver
         self._opened: _Opened | None = None
 
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-ready state to resume from: the banner's driver version and an open multi-line message."""
+        banner = self.driver if self.driver and self.driver.source == "kernel-log" else None
+        opened = self._opened
+        return {
+            "driver": [banner.major, banner.minor, banner.patch] if banner else None,
+            "opened": {"id": opened.message.id, "lines": opened.lines, "seen": opened.seen} if opened else None,
+        }
+
+    def restore(self, state: Mapping[str, Any] | None) -> None:
+        """Resume from `snapshot()`; None (no state yet) leaves the reader as it is."""
+        if not state:
+            return
+        if state.get("driver"):
+            major, minor, patch = state["driver"]
+            self.driver = DriverVersion(int(major), int(minor), None if patch is None else int(patch), "kernel-log")
+        opened = state.get("opened")
+        message = next((m for m in self.catalog.multi_line if opened and m.id == opened["id"]), None)
+        if opened and message is not None:
+            lines = [(int(number), str(text)) for number, text in opened["lines"]]
+            self._opened = _Opened(message, lines, int(opened["seen"]))
+
     def feed(self, line: str, line_number: int = 0) -> XidRecord | None:
         """The record this line completes, or None."""
         opened = self._opened

@@ -383,3 +383,45 @@ def test_a_policys_kernel_log_source_takes_a_driver_version() -> None:
     assert loaded.monitors.kernel_logs[0].driver_version == "575.57.08"
     with pytest.raises(BadInputError, match=r"sentinel.yaml.monitors.kernel_logs\[0\].driver_version: driver version"):
         read({"node": "n3", "journal": True, "driver_version": "latest"})
+
+
+def test_a_message_split_across_a_restart_is_joined_and_the_banner_remembered(tmp_path: Path) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(
+        log,
+        "[ 4.1] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build",
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has",
+    )
+    first = monitor_for(log, state)
+    assert first.poll() == []
+    first.commit()
+    first.close()
+    write(
+        log,
+        "[ 1843.308146] NVRM: fallen off the bus and is not responding to commands.",
+        "[ 1901.000000] NVRM: Xid (PCI:0000:1b:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 03 (0x00000004 0x00000040)",
+    )
+    second = monitor_for(log, state)
+    fallen, remap = second.poll()
+    second.close()
+    assert (fallen.entity_values(EntityType.PCI), fallen.recommended_action) == (
+        ("0000:b3:00.0",),
+        RecommendedAction.RESTART_BM,
+    )
+    assert (remap.metadata["driver_version"], remap.metadata["driver_version_source"]) == ("575.57.08", "kernel-log")
+    assert remap.recommended_action is RecommendedAction.COMPONENT_RESET
+
+
+def test_a_replayed_batch_starts_from_the_committed_reader_state(tmp_path: Path) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(log, "[ 1.0] NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has")
+    first = monitor_for(log, state)
+    first.poll()
+    first.commit()
+    write(log, "[ 1.1] NVRM: fallen off the bus and is not responding to commands.")
+    (before_crash,) = first.poll()  # stored, then the process dies before commit
+    first.close()
+    replay = monitor_for(log, state)
+    (after_crash,) = replay.poll()
+    replay.close()
+    assert after_crash.idempotency_key == before_crash.idempotency_key

@@ -21,8 +21,9 @@ Here:
 Parsing and verdicts come from `dsx.health.xid` (the catalog kept as data). One
 `xid.KernelLogReader` per monitor joins the multi-line "fallen off the bus" message and takes the
 driver version (which IntrInfo layout NVLink5 Xids use) from the NVRM banner, else from the
-version the monitor was given (configuration, else the node's labels); a message split across a
-monitor restart is read from its closing line alone (the GPU is then unnamed). Its
+version the monitor was given (configuration, else the node's labels). Its state (an open
+multi-line message, the banner's version) is committed with the position, so a message split
+across a restart is still joined, and a replayed batch starts from the same state. Its
 `BurstDeduplicator` turns a storm of one code on one GPU into one event per window.
 """
 
@@ -400,6 +401,12 @@ class KernelLogMonitor:
         self._batch_lines = batch_lines
         self._clock = clock
         self._state = self._state_file.load()
+        try:
+            self._lines.restore(self._state.get("reader"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BadInputError(
+                f"{self._state_file.path}: reader: unreadable ({exc}); remove the file to start over"
+            ) from exc
         self._uncommitted: list[HealthEvent] | None = None
         self._reader.seek(self._state["position"])
 
@@ -436,7 +443,12 @@ class KernelLogMonitor:
         self._uncommitted = None
         if pending is None:
             return
-        self._state = {"version": STATE_VERSION, "position": pending["until"], "pending": None}
+        self._state = {
+            "version": STATE_VERSION,
+            "position": pending["until"],
+            "pending": None,
+            "reader": self._lines.snapshot(),
+        }
         self._state_file.save(self._state)
 
     def close(self) -> None:
