@@ -1,99 +1,218 @@
-"""Area of concern: the Xid catalog (dsx/catalog/xid) is consistent and agrees, row by row, with
-the fact sheet it was built from (tests/data/xid/catalog.md)."""
+"""Area of concern: dsx's Xid catalog (dsx/catalog/xid) is NVIDIA's workbook, both ways: every row
+of the workbook's TSV exports (../shared/reference/nvidia-xid-catalog) is in the catalog with the
+same facts and nothing else is; every bucket is mapped to an action and every mapping is used;
+and the judgement dsx adds (bucket actions, annotations, lost-GPU messages) keeps its invariants."""
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
 import pytest
 
+from dsx import serialization
 from dsx.errors import CatalogError
 from dsx.health import xid
 from dsx.model.health import RecommendedAction
 
-FACTS = Path(__file__).resolve().parents[1] / "data" / "xid" / "catalog.md"
+REPO = Path(__file__).resolve().parents[2]
+WORKBOOK = REPO.parent / "shared" / "reference" / "nvidia-xid-catalog"
+FACTS = REPO / "tests" / "data" / "xid" / "catalog.md"
+README = xid.CATALOG_DIR / "README.md"
 CATALOG = xid.default_catalog()
 
 
-def fact_rows() -> list[tuple[str, int, str, str | None]]:
-    """(family, code, immediate bucket, NVS class) for each row of the fact sheet's two tables."""
-    rows: list[tuple[str, int, str, str | None]] = []
+def tsv(name: str) -> list[dict[str, str]]:
+    with (WORKBOOK / name).open(encoding="utf-8", newline="") as handle:
+        return [{k: (v or "").strip() for k, v in row.items()} for row in csv.DictReader(handle, delimiter="\t")]
+
+
+XIDS = tsv("xids.tsv")
+DECODE = tsv("xid-144-150-decode.tsv")
+BUCKETS = [row["bucket"] for row in tsv("buckets.tsv")]
+
+
+def test_the_workbook_exports_were_read() -> None:
+    assert (len(XIDS), len(DECODE), len(set(BUCKETS))) == (172, 95, 32)
+
+
+@pytest.mark.parametrize(
+    ("shared", "packaged"),
+    [(s, p) for s, p in (("xids.tsv", xid.WORKBOOK_XIDS), ("xid-144-150-decode.tsv", xid.WORKBOOK_DECODE))],
+)
+def test_the_packaged_tsvs_are_the_workbook_exports(shared: str, packaged: str) -> None:
+    """hack/gen-xid-catalog.py output is current: rerun it when the workbook changes."""
+    assert xid.read_tsv(xid.CATALOG_DIR / packaged) == tsv(shared)
+
+
+def test_the_packaged_bucket_list_is_the_workbooks_once_each() -> None:
+    assert list(CATALOG.workbook_buckets) == list(dict.fromkeys(BUCKETS))
+
+
+@pytest.mark.parametrize("row", XIDS, ids=lambda r: f"xid{r['code']}")
+def test_every_workbook_xid_is_in_the_catalog_with_its_facts(row: dict[str, str]) -> None:
+    entry = CATALOG.entry(xid.Family.XID, int(row["code"]))
+    assert entry is not None
+    assert entry.mnemonic == row["mnemonic"]
+    assert entry.generations == tuple(g for g in xid.GENERATIONS if row[g] == "YES")
+    assert entry.immediate_action == (row["immediate_bucket"] or CATALOG.unspecified_bucket)
+    assert entry.investigatory_action == row["investigatory_bucket"]
+    assert entry.xid154_linkage == row["xid154_linkage"]
+
+
+def test_the_catalog_has_no_xid_the_workbook_lacks() -> None:
+    codes = {code for family, code in CATALOG.entries if family is xid.Family.XID}
+    assert codes == {int(row["code"]) for row in XIDS}
+
+
+def test_every_decode_row_is_a_rule_in_order() -> None:
+    rules = [rule for code in sorted(CATALOG.decode_rules) for rule in CATALOG.decode_rules[code]]
+    assert len(rules) == len(DECODE)
+    for rule, row in zip(rules, DECODE, strict=True):
+        assert (rule.xid, rule.subcode, rule.bucket, rule.second_bucket) == (
+            int(row["xid"]),
+            row["subcode"],
+            row["recovery_bucket"],
+            row["action2_bucket"],
+        )
+        assert rule.patterns[xid.Layout.V1].text == row["v1_intrinfo_pattern_pre_r575"]
+        assert rule.patterns[xid.Layout.V2].text == row["v2_intrinfo_pattern_r575_plus"]
+        assert {layout: p.text for layout, p in rule.second_patterns.items()} == {
+            layout: text
+            for layout, text in ((xid.Layout.V1, row["v1_action2_pattern"]), (xid.Layout.V2, row["v2_action2_pattern"]))
+            if text
+        }
+        statuses = [int(s, 16) for s in row["error_status_hex"].split("/") if s]
+        assert list(rule.statuses) == statuses
+        assert (rule.investigatory_action, rule.severity, rule.hw_sw) == (
+            row["investigatory_bucket"],
+            row["severity"],
+            row["hw_sw"],
+        )
+
+
+def test_every_workbook_bucket_is_mapped_to_an_action() -> None:
+    used = set(BUCKETS)
+    used |= {row[k] for row in XIDS for k in ("immediate_bucket", "investigatory_bucket")}
+    used |= {row[k] for row in DECODE for k in ("recovery_bucket", "action2_bucket", "investigatory_bucket")}
+    used.discard("")
+    assert used - set(CATALOG.bucket_actions) == set()
+
+
+def test_every_mapping_is_used() -> None:
+    used = set(BUCKETS) | {CATALOG.unknown_bucket, CATALOG.unspecified_bucket}
+    used |= {e.immediate_action for e in CATALOG.entries.values()}
+    used |= {e.investigatory_action for e in CATALOG.entries.values() if e.family is xid.Family.XID}
+    used |= {r.bucket for rules in CATALOG.decode_rules.values() for r in rules}
+    used |= {r.second_bucket for rules in CATALOG.decode_rules.values() for r in rules}
+    used |= {r.investigatory_action for rules in CATALOG.decode_rules.values() for r in rules}
+    used |= {m.bucket for m in CATALOG.lost_gpu}
+    assert set(CATALOG.bucket_actions) - used == set()
+
+
+@pytest.mark.parametrize(
+    "row", [r for r in XIDS if r["immediate_bucket"] in ("RESTART_APP", "IGNORE")], ids=lambda r: f"xid{r['code']}"
+)
+@pytest.mark.parametrize("message", ["", "Fatal error", "Non-fatal", "pid=1, name=x, GPU has fallen off the bus"])
+def test_restart_app_and_ignore_never_quarantine(row: dict[str, str], message: str) -> None:
+    verdict = CATALOG.classify(xid.Family.XID, int(row["code"]), message)
+    assert (verdict.recommended_action, verdict.is_fatal) == (RecommendedAction.NONE, False)
+
+
+def test_the_examples_of_the_issue() -> None:
+    for code in (11, 69, *range(126, 136), 152, 157, 160):
+        assert not CATALOG.classify(xid.Family.XID, code, "").is_fatal, code
+    assert CATALOG.classify(xid.Family.XID, 151, "").recommended_action is RecommendedAction.RESTART_VM
+
+
+def test_fatal_exactly_when_there_is_an_action() -> None:
+    for entry in CATALOG.entries.values():
+        verdict = CATALOG.classify(entry.family, entry.code, "")
+        assert verdict.is_fatal == (verdict.recommended_action is not RecommendedAction.NONE), entry.code
+        if entry.application_level:
+            assert not verdict.is_fatal, entry.code
+
+
+def fact_rows() -> list[tuple[str, int, str]]:
+    """(family, code, immediate bucket) of the team's earlier fact sheet (gpud, NVSentinel, docs)."""
+    rows: list[tuple[str, int, str]] = []
     text = FACTS.read_text(encoding="utf-8")
-    xid_table = text.split("## Xid table")[1].split("## Bucket meanings")[0]
-    for line in xid_table.splitlines():
+    for line in text.split("## Xid table")[1].split("## Bucket meanings")[0].splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         match = re.fullmatch(r"(\d+)(?:-(\d+))?", cells[0]) if cells else None
-        if not match:
-            continue
-        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
-        bucket = cells[3].split(" ")[0]
-        rows.extend(("XID", code, bucket, cells[5]) for code in range(first, last + 1))
-    sxid_table = text.split("## SXid (NVSwitch) rows")[1]
-    for line in sxid_table.splitlines():
+        if match:
+            first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+            rows.extend(("XID", code, cells[3].split(" ")[0]) for code in range(first, last + 1))
+    for line in text.split("## SXid (NVSwitch) rows")[1].splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cells and cells[0].isdigit():
-            bucket, klass = (part.strip() for part in cells[2].split("/"))
-            rows.append(("SXID", int(cells[0]), bucket, klass))
+            rows.append(("SXID", int(cells[0]), cells[2].split("/")[0].strip()))
     return rows
 
 
-FACT_ROWS = fact_rows()
-
-
-def test_fact_sheet_was_read() -> None:
-    assert len(FACT_ROWS) >= 38  # 36 Xid codes (144-150 expanded) and 2 SXids
-
-
-@pytest.mark.parametrize(("family", "code", "bucket", "klass"), FACT_ROWS, ids=lambda v: str(v))
-def test_every_fact_row_is_in_the_catalog(family: str, code: int, bucket: str, klass: str | None) -> None:
+@pytest.mark.parametrize(("family", "code", "bucket"), fact_rows(), ids=lambda v: str(v))
+def test_the_earlier_fact_sheet_agrees(family: str, code: int, bucket: str) -> None:
     entry = CATALOG.entry(xid.Family(family), code)
-    assert entry is not None, f"{family} {code} missing from xid-catalog.yaml"
-    assert entry.immediate_action == bucket
-    assert entry.nvs_class == klass
-
-
-@pytest.mark.parametrize("entry", list(CATALOG.entries.values()), ids=lambda e: f"{e.family.value}{e.code}")
-def test_row_invariants(entry: xid.CatalogEntry) -> None:
-    assert entry.immediate_action in CATALOG.bucket_actions
-    assert entry.sources, "every row names its sources"
-    action = CATALOG.bucket_actions[entry.immediate_action]
-    if entry.severity is xid.Severity.FATAL:
-        assert action is not RecommendedAction.NONE
-    if entry.application_level:
-        assert entry.severity is xid.Severity.NONFATAL
-    if entry.severity is not xid.Severity.FROM_MESSAGE:
-        assert (entry.severity is xid.Severity.FATAL) == (entry.nvs_class == "FATAL")
-
-
-def test_nonfatal_rows_map_to_no_action() -> None:
-    for entry in CATALOG.entries.values():
-        if entry.severity is xid.Severity.NONFATAL:
-            assert CATALOG.bucket_actions[entry.immediate_action] is RecommendedAction.NONE, entry.code
+    assert entry is not None and entry.immediate_action == bucket
 
 
 def test_recovery_actions_cover_the_announced_texts() -> None:
-    texts = {r.text: r for r in CATALOG.recovery_actions}
-    assert texts["None"].action is RecommendedAction.NONE and not texts["None"].fatal
-    assert texts["GPU Reset Required"].action is RecommendedAction.COMPONENT_RESET
-    assert texts["Node Reboot Required"].action is RecommendedAction.RESTART_BM
-    assert texts["Drain and Reset"].fatal
+    texts = {r.text: r.action for r in CATALOG.recovery_actions}
+    assert texts == {
+        "None": RecommendedAction.NONE,
+        "GPU Reset Required": RecommendedAction.COMPONENT_RESET,
+        "Node Reboot Required": RecommendedAction.RESTART_BM,
+        "Drain and Reset": RecommendedAction.COMPONENT_RESET,
+    }
+
+
+def test_every_lost_gpu_source_is_explained_in_the_readme() -> None:
+    readme = README.read_text(encoding="utf-8")
+    for message in CATALOG.lost_gpu:
+        assert f"`{message.id}`" in readme
+        for tag in message.sources:
+            assert f"| {tag} |" in readme, (message.id, tag)
+
+
+def test_lost_gpu_patterns_use_bounded_repeats_only() -> None:
+    """Regexes kept as data stay linear: `*` and `+` could backtrack across a huge line."""
+    patterns = [p for m in CATALOG.lost_gpu for p in m.patterns]
+    patterns += [p for m in CATALOG.multi_line for p in (m.opener, m.closer)]
+    for pattern in patterns:
+        assert not re.search(r"(?<!\\)[*+]", pattern.pattern), pattern.pattern
+
+
+def load_raw() -> tuple[dict[str, object], dict[str, list[dict[str, str]]]]:
+    data = serialization.load_mapping_file(xid.CATALOG_PATH)
+    workbook = {
+        name: xid.read_tsv(xid.CATALOG_DIR / name)
+        for name in (xid.WORKBOOK_XIDS, xid.WORKBOOK_DECODE, xid.WORKBOOK_BUCKETS)
+    }
+    return data, workbook
 
 
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d["xids"][0].update(immediate_action="REBOOT_SOMETHING"), "immediate_action: 'REBOOT_SOMETHING'"),
-        (lambda d: d["buckets"]["IGNORE"].update(action="IGNORE_IT"), "buckets.IGNORE.action: 'IGNORE_IT'"),
-        (lambda d: d["xids"][0].update(severity="maybe"), "severity: 'maybe' is not allowed"),
-        (lambda d: d["xids"].append(dict(d["xids"][0])), "code 8 appears twice"),
-        (lambda d: d.update(kind="Catalog"), "expected apiVersion dsx.health/v1alpha1 and kind XidCatalog"),
+        (lambda d, w: w[xid.WORKBOOK_XIDS][0].update(immediate_bucket="REBOOT_IT"), "immediate_bucket: 'REBOOT_IT'"),
+        (lambda d, w: d["buckets"]["IGNORE"].update(action="IGNORE_IT"), "buckets.IGNORE.action: 'IGNORE_IT'"),
+        (lambda d, w: w[xid.WORKBOOK_XIDS].append(dict(w[xid.WORKBOOK_XIDS][0])), "Xid 1 appears twice"),
+        (lambda d, w: d.update(kind="Catalog"), "expected apiVersion dsx.health/v1alpha1 and kind XidCatalog"),
+        (lambda d, w: d["annotations"].append({"code": 9999}), "annotations: Xid 9999 is not in"),
+        (
+            lambda d, w: w[xid.WORKBOOK_DECODE][0].update(v1_intrinfo_pattern_pre_r575="--2"),
+            "'--2': expected up to 64 characters of 0, 1 and -",
+        ),
+        (lambda d, w: w[xid.WORKBOOK_DECODE][0].update(error_status_hex="one"), "error_status_hex: 'one'"),
+        (lambda d, w: d["gpu_lost"][0].update(patterns=["(unclosed"]), "gpu_lost[0].patterns[0]"),
+        (lambda d, w: d["gpu_lost"][0].update(sources=[]), "every message names where it comes from"),
+        (lambda d, w: d["gpu_lost"][1].update(markers=[]), "gpu_lost[1].markers: expected a list of texts"),
+        (lambda d, w: d["multi_line"][0].update(id="NOPE"), "multi_line[0].id: 'NOPE' is not allowed"),
     ],
 )
 def test_broken_catalogs_are_refused_with_the_field(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
-    from dsx import serialization
-
-    data = serialization.load_mapping_file(xid.CATALOG_PATH)
-    mutate(data)
+    data, workbook = load_raw()
+    mutate(data, workbook)
     with pytest.raises(CatalogError, match=re.escape(message)):
-        xid.catalog_from_dict(data, source="xid-catalog.yaml")
+        xid.catalog_from_dict(data, workbook, source="xid-catalog.yaml")

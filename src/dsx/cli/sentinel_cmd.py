@@ -201,6 +201,11 @@ def run(
 @click.option(
     "--state", "state_file", type=click.Path(dir_okay=False), default=None, help="kernel-log: where the cursor is kept."
 )
+@click.option(
+    "--driver-version",
+    default=None,
+    help="kernel-log: the node's NVIDIA driver (575.57.08), for NVLink5 Xid decoding when the log has no NVRM banner.",
+)
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="kube: the cluster to watch.")
 @store_option
 @click.option("--url", default=None, help="Post to a sentinel's /v1/events instead of writing a store.")
@@ -215,6 +220,7 @@ def monitor(
     log_path: str | None,
     journal: bool,
     state_file: str | None,
+    driver_version: str | None,
     kubeconfig: str | None,
     store_url: str | None,
     url: str | None,
@@ -230,7 +236,12 @@ def monitor(
         count = monitors.run_kube_monitor(kubeconfig, sink, once=once)
     else:
         source = monitors.node_source(
-            kind, node_name=node_name, log_path=log_path, journal=journal, state_file=state_file
+            kind,
+            node_name=node_name,
+            log_path=log_path,
+            journal=journal,
+            state_file=state_file,
+            driver_version=driver_version,
         )
         count = monitors.run_source(source, sink, interval_seconds=interval_seconds, once=once)
     click.echo(f"dsx sentinel monitor {kind}: {count} new event(s) sent", err=True)

@@ -1,9 +1,12 @@
-"""`dsx sentinel parse FILE`: every Xid/SXid line of a kernel log, classified by the catalog.
+"""`dsx sentinel parse FILE`: every Xid/SXid line and lost-GPU message of a kernel log, classified
+by the catalog.
 
-One record per matched line (line number, family, code, PCI address, fatal or not, recommended
-action, message), the same records the kernel-log monitor turns into HealthEvents. Reads dmesg,
-journalctl and syslog text in any of their prefix styles; `-` reads stdin. A missing file exits
-3, an unreadable one 2; a log without Xid lines prints an empty list and exits 0.
+One record per matched line, or per multi-line message (line number, family, code, PCI address,
+fatal or not, recommended action, NVIDIA's buckets, the NVLink5 decode, message), the same
+records the kernel-log monitor turns into HealthEvents. Reads dmesg, journalctl and syslog text in
+any of their prefix styles; `-` reads stdin. The NVRM banner in the log picks the NVLink5 IntrInfo
+layout; `--driver-version` does when there is none. A missing file exits 3, an unreadable one or
+a malformed version 2; a log without such lines prints an empty list and exits 0.
 """
 
 from __future__ import annotations
@@ -17,13 +20,19 @@ from dsx.cli import output as cli_output
 
 @click.command("parse")
 @click.argument("file")
+@click.option(
+    "--driver-version",
+    default=None,
+    help="The NVIDIA driver that wrote the log (575.57.08) when it has no NVRM banner; picks the NVLink5 layout.",
+)
 @cli_output.format_options
-def parse(file: str, fmt: str, output: str | None) -> None:
-    """Classify the NVRM Xid and SXid lines of a kernel log (FILE or - for stdin)."""
+def parse(file: str, driver_version: str | None, fmt: str, output: str | None) -> None:
+    """Classify the NVRM Xid, SXid and lost-GPU lines of a kernel log (FILE or - for stdin)."""
     from dsx import serialization
     from dsx.health import xid
 
-    records = xid.parse_text(serialization.read_text(file))
+    driver = xid.parse_driver_version(driver_version, "configuration", "--driver-version") if driver_version else None
+    records = xid.parse_text(serialization.read_text(file), driver=driver)
     cli_output.emit([r.to_dict() for r in records], fmt, output, table=_table)
 
 
@@ -33,7 +42,7 @@ def _table(records: list[dict[str, Any]]) -> str:
         [
             r["line"],
             r["family"],
-            r["code"],
+            r["kind"] if r["family"] == "NVRM" else r["code"],
             r["pci_address"] or "",
             "yes" if r["is_fatal"] else "no",
             r["recommended_action"],

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dsx import errors
-from dsx.health import ingest
+from dsx.health import ingest, xid
 from dsx.health.eventstore import EventStore
 from dsx.health.monitors import kube_objects
 from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
@@ -121,7 +121,13 @@ def read_token(path: str | None) -> str:
 
 
 def node_source(
-    kind: str, *, node_name: str | None, log_path: str | None, journal: bool, state_file: str | None
+    kind: str,
+    *,
+    node_name: str | None,
+    log_path: str | None,
+    journal: bool,
+    state_file: str | None,
+    driver_version: str | None = None,
 ) -> HealthSource:
     if not node_name:
         raise errors.BadInputError(f"monitor {kind}: --node is required (the node this monitor watches)")
@@ -136,7 +142,9 @@ def node_source(
         raise errors.BadInputError("monitor kernel-log: give --path FILE or --journal")
     reader: LineReader = JournalReader() if journal else FileFollower(str(log_path))
     state = Path(state_file) if state_file else Path(f"kernel-log-{node_name}.state.json")
-    return KernelLogMonitor(node_name, reader, state)
+    return KernelLogMonitor(
+        node_name, reader, state, driver=xid.resolve_driver_version(driver_version, where="--driver-version")
+    )
 
 
 def run_source(

@@ -49,6 +49,7 @@ from dsx.health import (
     remediation,
     stages,
     validation_requests,
+    xid,
 )
 from dsx.health.eventstore import EventStore
 from dsx.health.monitors import kube_objects
@@ -197,17 +198,33 @@ class SentinelRuntime:
             self.joining = validation_requests.JoiningNodes(self.store, self.nodes, policy, self.telemetry)
         if policy.monitors.kube_objects:
             self.kube_monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
-        for source in self._kernel_log_sources():
-            self.kernel_monitors.append(self._kernel_monitor(source))
+        sources = self._kernel_log_sources()
+        labels = self._node_labels() if any(not source.driver_version for source in sources) else {}
+        for source in sources:
+            self.kernel_monitors.append(self._kernel_monitor(source, labels.get(source.node, {})))
 
-    def _kernel_monitor(self, source: KernelLogSource) -> KernelLogMonitor:
+    def _kernel_monitor(self, source: KernelLogSource, labels: dict[str, str]) -> KernelLogMonitor:
         reader: LineReader
         if source.journal:
             reader = JournalReader()
         else:
             reader = FileFollower(source.path, from_end=self.policy.monitors.start_at_end)
         state = self.options.state_dir / "monitors" / f"kernel-log-{source.node}.json"
-        return KernelLogMonitor(source.node, reader, state)
+        # the configured driver version, else the node's GPU Feature Discovery labels; the log's banner beats both
+        driver = xid.resolve_driver_version(source.driver_version or None, labels)
+        return KernelLogMonitor(source.node, reader, state, driver=driver)
+
+    def _node_labels(self) -> dict[str, dict[str, str]]:
+        """Every node's labels, read once (one list call, not one per monitored node)."""
+        try:
+            found = self.nodes.list_nodes()
+        except errors.DsxError:
+            return {}  # not readable now: the banner, or both NVLink5 layouts, will do
+        return {
+            str(node["metadata"]["name"]): dict(node["metadata"].get("labels") or {})
+            for node in found
+            if node.get("metadata", {}).get("name")
+        }
 
     # -- running --------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from dsx import catalog, cel, serialization
 from dsx.errors import BadInputError, allowed_values_message
-from dsx.health import nodes
+from dsx.health import nodes, xid
 from dsx.health.ports import RemediationKind, Taint, TaintEffect
 from dsx.model.certification import FaultKind, Scale
 from dsx.model.health import RecommendedAction
@@ -200,6 +200,9 @@ class KernelLogSource:
     path: str = ""
     """A log file (kern.log, syslog, dmesg output); empty with `journal` set."""
     journal: bool = False
+    driver_version: str = ""
+    """The node's NVIDIA driver (575.57.08): picks the NVLink5 IntrInfo layout when the log has no
+    NVRM banner; beats the node's labels, loses to the banner."""
 
 
 @dataclass(frozen=True)
@@ -588,13 +591,16 @@ def _monitors(section: _Fields) -> MonitorSettings:
         raise BadInputError(f"{section.at('kernel_logs')}: expected a list of {{node, path}} or {{node, journal}}")
     sources = []
     for index, item in enumerate(raw):
-        own = _Fields(item, f"{section.at('kernel_logs')}[{index}]", ("node", "path", "journal"))
+        own = _Fields(item, f"{section.at('kernel_logs')}[{index}]", ("node", "path", "journal", "driver_version"))
         node, path, journal = own.text("node"), own.text("path"), own.flag("journal", False)
+        driver_version = own.text("driver_version")
+        if driver_version:
+            xid.parse_driver_version(driver_version, "configuration", own.at("driver_version"))
         if not node:
             raise BadInputError(f"{own.at('node')}: expected the node name")
         if bool(path) == journal:
             raise BadInputError(f"{own.where}: give either path or journal: true")
-        sources.append(KernelLogSource(node, path, journal))
+        sources.append(KernelLogSource(node, path, journal, driver_version))
     return MonitorSettings(
         kernel_logs=tuple(sources),
         start_at_end=section.flag("start_at_end", False),

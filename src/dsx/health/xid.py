@@ -1,23 +1,30 @@
-"""NVRM Xid and NVSwitch SXid kernel-log lines → classified records; a burst deduplicator.
+"""NVRM Xid, NVSwitch SXid and lost-GPU kernel-log lines → classified records; a burst deduplicator.
 
-Why its own module: the kernel-log monitor, `dsx sentinel parse` and the sim's injected faults
-all read the same lines, and what a code means (fatal or not, what to do) must come from one
-place, the catalog kept as data in `dsx/catalog/xid/xid-catalog.yaml` (built from NVIDIA's Xid
-catalog; provenance in its README).
+Why its own module: the kernel-log monitor, `dsx sentinel parse`, NVML and the sim's injected
+faults all read the same codes, and what a code means (fatal or not, what to do) must come from
+one place: the catalog in `dsx/catalog/xid/`, NVIDIA's Xid catalog workbook as generated TSVs
+(`workbook-*.tsv`) plus dsx's judgement over it (`xid-catalog.yaml`; provenance in its README).
 
 Lines come in many dresses: bare `NVRM: Xid (PCI:0000:01:00): 31, ...`, behind a `[uptime]`,
 `dmesg -T` (`[Fri Aug 30 11:43:14 2024]`), `dmesg --decode --time-format=iso`
 (`kern  :warn  : 2025-01-21T04:41:44,283390+00:00`), syslog with or without a host, `kernel:`
 only; old drivers print no `pid=`, some print `(0000:03:00)` without `PCI:`, posters redact the
 address to `PCI:...`. The parser finds the NVRM/SXid marker first and reads whatever prefix is
-in front of it, so an unknown prefix costs the timestamp, never the record. `GPU has fallen off
-the bus` printed without a code is recorded as Xid 79 with `code_inferred` set.
+in front of it, so an unknown prefix costs the timestamp, never the record.
 
-Verdicts: the catalog row's severity is `fatal`, `nonfatal` or `from_message`: Xid 154 follows
-the recovery action it announces (`... to 0x4 (Drain and Reset)`), NVLink5 Xids 144-150 and
-SXids follow the Fatal/Non-fatal word in the message. Application-level Xids (the program's
-own fault or abort: 13, 31, 43, 45, ...) are never fatal. Codes missing from the catalog take
-the catalog's `unknown` policy (escalate, as NVSentinel does).
+Verdicts: an event is fatal exactly when its action is not NONE. The action is the one dsx maps
+the row's immediate bucket to, except: Xid 154 follows the recovery action it announces; NVLink5
+Xids 144-150 are decoded with NVIDIA's decode sheet (sub-code, IntrInfo bits against the V1 or V2
+layout chosen by the driver version, error status → bucket, second action), and when no rule
+matches the record says so and the message's Fatal/Non-fatal word decides; SXids follow that word.
+Xids NVIDIA buckets RESTART_APP or IGNORE are never fatal. Codes missing from the workbook, and
+its rows without a bucket, escalate (CONTACT_SUPPORT), as NVSentinel does.
+
+Driver messages without a code that mean a GPU is lost (`gpu_lost` in the catalog: fallen off the
+bus in its one- and multi-line forms, RmInitAdapter failures, probe failures) are records too;
+`KernelLogReader` joins the multi-line form and remembers the driver version from the NVRM banner.
+Numbers are bounded at parse (codes 9 digits, pids 10, hex 16) and every pattern is linear, so
+any input gives records or nothing, quickly.
 
 `BurstDeduplicator` admits the first record per (node, family, GPU, code) within a window and
 counts the repeats, so a storm of Xid 95 lines (NVSentinel saw 800k on one node) becomes one
@@ -26,29 +33,102 @@ event per window; "fallen off the bus" and the Xid 79 before it share a key.
 
 from __future__ import annotations
 
+import csv
 import enum
 import functools
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from dsx import catalog, serialization
-from dsx.errors import CatalogError, allowed_values_message
+from dsx.errors import BadInputError, CatalogError, allowed_values_message
 from dsx.model.health import RecommendedAction
 
 
 class Family(enum.Enum):
     XID = "XID"
     SXID = "SXID"
+    NVRM = "NVRM"
+    """A driver message without a code (RmInitAdapter failed, probe failed); `kind` names it."""
 
 
-class Severity(enum.Enum):
-    FATAL = "fatal"
-    NONFATAL = "nonfatal"
-    FROM_MESSAGE = "from_message"
+class Layout(enum.Enum):
+    """The IntrInfo bit layout of NVLink5 Xids: V1 before driver R575, V2 from R575."""
+
+    V1 = "V1"
+    V2 = "V2"
+
+
+V2_FROM_MAJOR = 575
+GENERATIONS = ("a100", "h100", "b100", "gb200")
+
+
+@dataclass(frozen=True)
+class DriverVersion:
+    """The NVIDIA driver a line was logged by, and where dsx learnt it."""
+
+    major: int
+    minor: int
+    patch: int | None
+    source: str
+    """kernel-log (the NVRM banner before the line), configuration, or node-label."""
+
+    @property
+    def text(self) -> str:
+        return f"{self.major}.{self.minor:02d}" + (f".{self.patch:02d}" if self.patch is not None else "")
+
+    @property
+    def layout(self) -> Layout:
+        return Layout.V2 if self.major >= V2_FROM_MAJOR else Layout.V1
+
+
+_VERSION = re.compile(r"(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?")
+
+
+def parse_driver_version(text: str, source: str, where: str | None = None) -> DriverVersion:
+    """`575.57.08`, `570.124`, `575` → a DriverVersion; anything else is a BadInputError naming `where`."""
+    match = _VERSION.fullmatch(text.strip())
+    if match is None:
+        raise BadInputError(f"{where or source}: driver version: {text!r} is not a version like 575.57.08")
+    return DriverVersion(int(match.group(1)), int(match.group(2) or 0), _int(match.group(3)), source)
+
+
+_DRIVER_LABELS = (
+    (
+        "nvidia.com/cuda.driver-version.major",
+        "nvidia.com/cuda.driver-version.minor",
+        "nvidia.com/cuda.driver-version.revision",
+    ),
+    ("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev"),
+)
+
+
+def driver_version_from_labels(labels: Mapping[str, str]) -> DriverVersion | None:
+    """The driver GPU Feature Discovery reports in the node's labels, or None."""
+    for major_key, minor_key, patch_key in _DRIVER_LABELS:
+        major, minor = labels.get(major_key, ""), labels.get(minor_key, "0")
+        if major.isdigit() and minor.isdigit() and len(major) <= 4 and len(minor) <= 4:
+            patch = labels.get(patch_key, "")
+            return DriverVersion(
+                int(major), int(minor), int(patch) if patch.isdigit() and len(patch) <= 4 else None, "node-label"
+            )
+    return None
+
+
+def resolve_driver_version(
+    configured: str | None, labels: Mapping[str, str] | None = None, where: str = "configuration"
+) -> DriverVersion | None:
+    """The monitor's configured version, else the node label's. A banner in the log beats both (KernelLogReader)."""
+    if configured:
+        return parse_driver_version(configured, "configuration", where)
+    return driver_version_from_labels(labels or {})
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text else None
 
 
 @dataclass(frozen=True)
@@ -56,14 +136,18 @@ class CatalogEntry:
     family: Family
     code: int
     mnemonic: str
-    meaning: str
     immediate_action: str
     """NVIDIA's Resolution Bucket token (Immediate Action), e.g. RESET_GPU, RESTART_APP, XID_154."""
     investigatory_action: str
-    nvs_class: str
-    severity: Severity
-    application_level: bool
-    sources: tuple[str, ...]
+    meaning: str = ""
+    application_level: bool = False
+    generations: tuple[str, ...] = ()
+    """The GPU generations the workbook applies the Xid to (a100, h100, b100, gb200)."""
+    xid154_linkage: str = ""
+    """Whether (and since which driver) an Xid 154 follows this Xid, as the workbook says."""
+    nvs_class: str = ""
+    """SXids: NVSentinel's FATAL/NONFATAL class, used when the message carries no Fatal word."""
+    sources: tuple[str, ...] = ()
     notes: str = ""
 
 
@@ -74,7 +158,110 @@ class RecoveryAction:
     code: int
     text: str
     action: RecommendedAction
-    fatal: bool
+
+
+@dataclass(frozen=True)
+class BitPattern:
+    """A decode-sheet IntrInfo pattern: '0'/'1' must match, '-' is free; the last character is bit 0."""
+
+    text: str
+    mask: int
+    value: int
+
+    def matches(self, number: int) -> bool:
+        return number & self.mask == self.value
+
+    def example(self) -> int:
+        """The smallest number the pattern matches (free bits 0)."""
+        return self.value
+
+
+def bit_pattern(text: str, where: str) -> BitPattern | None:
+    if not text:
+        return None
+    if len(text) > 64 or set(text) - set("01-"):
+        raise CatalogError(f"{where}: {text!r}: expected up to 64 characters of 0, 1 and -")
+    mask = value = 0
+    for char in text:
+        mask, value = mask << 1 | (char != "-"), value << 1 | (char == "1")
+    return BitPattern(text, mask, value)
+
+
+@dataclass(frozen=True)
+class DecodeRule:
+    """One row of NVIDIA's "Xid 144-150 Decode" sheet."""
+
+    xid: int
+    subcode: str
+    """As the sheet writes it; alternatives separated by '/' (NETIR_LINK_EVT/NETIR_LINK_DOWN)."""
+    patterns: Mapping[Layout, BitPattern]
+    statuses: tuple[int, ...]
+    """Error status values that select the row; empty: any."""
+    bucket: str
+    second_patterns: Mapping[Layout, BitPattern]
+    second_bucket: str
+    investigatory_action: str
+    severity: str
+    hw_sw: str
+
+    @property
+    def subcodes(self) -> frozenset[str]:
+        return frozenset(_subcode_key(s) for s in self.subcode.split("/"))
+
+    def bucket_for(self, layout: Layout, intr_info: int, status: int | None) -> tuple[str, bool] | None:
+        """(bucket, second action?) when IntrInfo and status select this row, else None."""
+        if self.statuses and status not in self.statuses:
+            return None
+        if self.patterns[layout].matches(intr_info):
+            return self.bucket, False
+        second = self.second_patterns.get(layout)
+        if second is not None and second.matches(intr_info):
+            return self.second_bucket, True
+        return None
+
+
+def _subcode_key(text: str) -> str:
+    return re.sub(r"[^A-Z0-9]+", "_", text.upper()).strip("_")
+
+
+@dataclass(frozen=True)
+class Nvlink5Decode:
+    """What the decode sheet made of an NVLink5 Xid line (144-150), matched or not."""
+
+    subcode: str | None
+    intr_info: int | None
+    error_status: int | None
+    link: int | None
+    layout: str | None
+    """V1, V2, or V1+V2 when the driver version was unknown and both layouts agreed."""
+    driver_version: str | None
+    driver_source: str | None
+    matched: bool
+    rule: str | None = None
+    """The matching row's sub-code cell."""
+    bucket: str | None = None
+    second_action: bool = False
+    investigatory_action: str | None = None
+    sheet_severity: str | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "subcode": self.subcode,
+            "intr_info": f"0x{self.intr_info:08x}" if self.intr_info is not None else None,
+            "error_status": f"0x{self.error_status:08x}" if self.error_status is not None else None,
+            "link": self.link,
+            "layout": self.layout,
+            "driver_version": self.driver_version,
+            "driver_source": self.driver_source,
+            "matched": self.matched,
+            "rule": self.rule,
+            "bucket": self.bucket,
+            "second_action": self.second_action,
+            "investigatory_action": self.investigatory_action,
+            "sheet_severity": self.sheet_severity,
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)
@@ -84,6 +271,37 @@ class Verdict:
     is_fatal: bool
     in_catalog: bool
     recovery_action: str | None = None
+    investigatory_action: str | None = None
+    decode: Nvlink5Decode | None = None
+
+
+@dataclass(frozen=True)
+class LostGpuMessage:
+    """A driver message that means a GPU is lost or unusable (catalog `gpu_lost`)."""
+
+    id: str
+    code: int | None
+    """The Xid it is recorded as (79 for fallen off the bus), None for family NVRM."""
+    bucket: str
+    patterns: tuple[re.Pattern[str], ...]
+    sources: tuple[str, ...]
+    markers: tuple[str, ...]
+    """Plain text one of which every such line holds: tested before the patterns, for speed."""
+
+    def marked(self, line: str) -> bool:
+        return any(marker in line for marker in self.markers)
+
+
+@dataclass(frozen=True)
+class MultiLineMessage:
+    id: str
+    opener: re.Pattern[str]
+    closer: re.Pattern[str]
+    max_lines: int
+    markers: tuple[str, ...]
+
+    def marked(self, line: str) -> bool:
+        return any(marker in line for marker in self.markers)
 
 
 @dataclass(frozen=True)
@@ -92,35 +310,59 @@ class XidCatalog:
     bucket_actions: Mapping[str, RecommendedAction]
     recovery_actions: tuple[RecoveryAction, ...]
     unknown_bucket: str
-    unknown_action: RecommendedAction
-    unknown_fatal: bool
+    unspecified_bucket: str
+    decode_rules: Mapping[int, tuple[DecodeRule, ...]] = field(default_factory=dict)
+    lost_gpu: tuple[LostGpuMessage, ...] = ()
+    multi_line: tuple[MultiLineMessage, ...] = ()
+    workbook_buckets: tuple[str, ...] = ()
+    """The workbook's bucket list, in sheet order."""
 
     def entry(self, family: Family, code: int) -> CatalogEntry | None:
         return self.entries.get((family, code))
 
-    def classify(self, family: Family, code: int, message: str) -> Verdict:
+    def lost_gpu_message(self, kind: str) -> LostGpuMessage | None:
+        return next((m for m in self.lost_gpu if m.id == kind), None)
+
+    def bucket_verdict(self, bucket: str, *, in_catalog: bool = True, **extra: Any) -> Verdict:
+        action = self.bucket_actions[bucket]
+        return Verdict(bucket, action, action is not RecommendedAction.NONE, in_catalog, **extra)
+
+    def classify(self, family: Family, code: int, message: str, driver: DriverVersion | None = None) -> Verdict:
         """What a line with this code and message means; see the module docstring for the rules."""
         entry = self.entry(family, code)
         if entry is None:
             worded = _worded_severity(message) if family is Family.SXID else None
             if worded is False:
                 return Verdict(self.unknown_bucket, RecommendedAction.NONE, False, False)
-            return Verdict(self.unknown_bucket, self.unknown_action, self.unknown_fatal, False)
-        action = self.bucket_actions[entry.immediate_action]
-        if entry.application_level or entry.severity is Severity.NONFATAL:
-            return Verdict(entry.immediate_action, RecommendedAction.NONE, False, True)
-        if entry.severity is Severity.FATAL:
-            return Verdict(entry.immediate_action, action, True, True)
+            return self.bucket_verdict(self.unknown_bucket, in_catalog=False)
+        investigatory = entry.investigatory_action or None
+        if family is Family.SXID:
+            worded = _worded_severity(message)
+            fatal = entry.nvs_class == "FATAL" if worded is None else worded
+            if not fatal:
+                return Verdict(entry.immediate_action, RecommendedAction.NONE, False, True, None, investigatory)
+            return self.bucket_verdict(entry.immediate_action, investigatory_action=investigatory)
         if entry.immediate_action == "XID_154":
-            recovery = self.recovery_action(message)
-            if recovery is None:
-                return Verdict(
-                    entry.immediate_action, self.unknown_action, self.unknown_fatal, True, _announced(message)
-                )
-            return Verdict(entry.immediate_action, recovery.action, recovery.fatal, True, recovery.text)
-        worded = _worded_severity(message)
-        fatal = entry.nvs_class == "FATAL" if worded is None else worded
-        return Verdict(entry.immediate_action, action if fatal else RecommendedAction.NONE, fatal, True)
+            return self._xid_154(entry, message)
+        if code in self.decode_rules:
+            return self._nvlink5(entry, message, driver)
+        return self.bucket_verdict(entry.immediate_action, investigatory_action=investigatory)
+
+    def _xid_154(self, entry: CatalogEntry, message: str) -> Verdict:
+        recovery = self.recovery_action(message)
+        investigatory = entry.investigatory_action or None
+        if recovery is None:
+            verdict = self.bucket_verdict(self.unknown_bucket)
+            return Verdict(
+                entry.immediate_action,
+                verdict.recommended_action,
+                verdict.is_fatal,
+                True,
+                _announced(message),
+                investigatory,
+            )
+        fatal = recovery.action is not RecommendedAction.NONE
+        return Verdict(entry.immediate_action, recovery.action, fatal, True, recovery.text, investigatory)
 
     def recovery_action(self, message: str) -> RecoveryAction | None:
         """The action an Xid 154 message moves to, matched by its text, else by its code."""
@@ -131,10 +373,106 @@ class XidCatalog:
         by_text = next((r for r in self.recovery_actions if text and r.text.lower() == text), None)
         return by_text or next((r for r in self.recovery_actions if r.code == code), None)
 
+    def decode_nvlink5(self, code: int, message: str, driver: DriverVersion | None = None) -> Nvlink5Decode:
+        """Read sub-code, link, IntrInfo and error status, and find the decode-sheet row they select."""
+        match = _NVL5.match(message)
+        empty = Nvlink5Decode(
+            None, None, None, None, None, driver.text if driver else None, driver.source if driver else None, False
+        )
+        if match is None:
+            return replace(empty, note="no NVLink5 decode: the message carries no 'Link N (IntrInfo ErrorStatus)'")
+        subcode = match.group("sub")
+        intr_info = int(match.group("intr"), 16)
+        status = int(match.group("status"), 16) if match.group("status") else None
+        link_text = match.group("link")
+        link = int(link_text) if not link_text.startswith("-") else None
+        layouts = [driver.layout] if driver else [Layout.V1, Layout.V2]
+        found: dict[Layout, tuple[DecodeRule, str, bool] | None] = {}
+        for layout in layouts:
+            found[layout] = _select(self.decode_rules.get(code, ()), layout, subcode, intr_info, status)
+        hits = {layout: hit for layout, hit in found.items() if hit is not None}
+        base = replace(empty, subcode=subcode, intr_info=intr_info, error_status=status, link=link)
+        described = f"sub-code {subcode}, IntrInfo 0x{intr_info:08x}, error status " + (
+            f"0x{status:08x}" if status is not None else "absent"
+        )
+        if not hits:
+            tried = "/".join(layout.value for layout in layouts)
+            why = f"driver {driver.text} from {driver.source}" if driver else "driver version unknown"
+            return replace(
+                base,
+                layout=tried,
+                note=f"no rule of the Xid {code} decode sheet matches {described} ({tried} layout, {why})",
+            )
+        buckets = {hit[1] for hit in hits.values()}
+        if len(buckets) > 1:
+            return replace(
+                base,
+                layout="V1+V2",
+                note=f"{described} selects different rules in the V1 and V2 layouts and the driver version is unknown",
+            )
+        layout_text = "+".join(layout.value for layout in hits)
+        rule, bucket, second = next(iter(hits.values()))
+        note = "" if driver else f"driver version unknown; the {layout_text} layout matched"
+        if _subcode_key(subcode) not in rule.subcodes:
+            note = "; ".join(filter(None, [note, f"sub-code {subcode} printed, the matching row says {rule.subcode}"]))
+        return replace(
+            base,
+            layout=layout_text,
+            matched=True,
+            rule=rule.subcode,
+            bucket=bucket,
+            second_action=second,
+            investigatory_action=rule.investigatory_action or None,
+            sheet_severity=rule.severity,
+            note=note,
+        )
 
-_RECOVERY = re.compile(r"\bto (0x[0-9a-fA-F]+)(?: \(([^)]*)\))?")
+    def _nvlink5(self, entry: CatalogEntry, message: str, driver: DriverVersion | None) -> Verdict:
+        decode = self.decode_nvlink5(entry.code, message, driver)
+        if decode.matched and decode.bucket is not None:
+            return self.bucket_verdict(decode.bucket, investigatory_action=decode.investigatory_action, decode=decode)
+        worded = _worded_severity(message)
+        if worded is False:
+            note = decode.note + "; the message says Non-fatal"
+            return Verdict(
+                entry.immediate_action, RecommendedAction.NONE, False, True, None, None, replace(decode, note=note)
+            )
+        note = decode.note + ("; the message says Fatal" if worded else "; escalated")
+        verdict = self.bucket_verdict(entry.immediate_action)
+        return Verdict(
+            entry.immediate_action,
+            verdict.recommended_action,
+            verdict.is_fatal,
+            True,
+            None,
+            None,
+            replace(decode, note=note),
+        )
+
+
+def _select(
+    rules: Iterable[DecodeRule], layout: Layout, subcode: str, intr_info: int, status: int | None
+) -> tuple[DecodeRule, str, bool] | None:
+    """The first row selected by IntrInfo and status, preferring rows that name the printed sub-code."""
+    key = _subcode_key(subcode)
+    fallback: tuple[DecodeRule, str, bool] | None = None
+    for rule in rules:
+        hit = rule.bucket_for(layout, intr_info, status)
+        if hit is None:
+            continue
+        if key in rule.subcodes:
+            return rule, hit[0], hit[1]
+        fallback = fallback or (rule, hit[0], hit[1])
+    return fallback
+
+
+_RECOVERY = re.compile(r"\bto (0x[0-9a-fA-F]{1,16})(?: \(([^)]*)\))?")
 _WORDED_NONFATAL = re.compile(r"\bnon-?fatal\b", re.IGNORECASE)
 _WORDED_FATAL = re.compile(r"\bfatal\b", re.IGNORECASE)
+_NVL5 = re.compile(
+    r"(?P<sub>[A-Za-z][\w/]{0,63})\s+\S+\s.*?\bLink\s+(?P<link>-?\d{1,4})\s*[(\[]\s*"
+    r"(?P<intr>0x[0-9a-fA-F]{1,16})(?:[\s,]+(?P<status>0x[0-9a-fA-F]{1,16}))?"
+)
 
 
 def _announced(message: str) -> str | None:
@@ -153,7 +491,12 @@ def _worded_severity(message: str) -> bool | None:
 
 # --- catalog loading -----------------------------------------------------------------------------
 
-CATALOG_PATH = catalog.path("xid", "xid-catalog.yaml")
+CATALOG_DIR = catalog.path("xid")
+CATALOG_PATH = CATALOG_DIR / "xid-catalog.yaml"
+WORKBOOK_XIDS = "workbook-xids.tsv"
+WORKBOOK_DECODE = "workbook-nvlink5-decode.tsv"
+WORKBOOK_BUCKETS = "workbook-buckets.tsv"
+PCI_PATTERN = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
 
 
 @functools.cache
@@ -162,11 +505,23 @@ def default_catalog() -> XidCatalog:
 
 
 def load_catalog(path: Path) -> XidCatalog:
+    """The YAML judgement at `path` over the workbook TSVs beside it."""
     data = serialization.load_mapping_file(path)
-    return catalog_from_dict(data, source=str(path))
+    workbook = {name: read_tsv(path.parent / name) for name in (WORKBOOK_XIDS, WORKBOOK_DECODE, WORKBOOK_BUCKETS)}
+    return catalog_from_dict(data, workbook, source=str(path))
 
 
-def catalog_from_dict(data: Mapping[str, Any], *, source: str) -> XidCatalog:
+def read_tsv(path: Path) -> list[dict[str, str]]:
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            return [{k: (v or "").strip() for k, v in row.items()} for row in csv.DictReader(handle, delimiter="\t")]
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read: {exc.strerror}") from exc
+
+
+def catalog_from_dict(
+    data: Mapping[str, Any], workbook: Mapping[str, list[dict[str, str]]], *, source: str
+) -> XidCatalog:
     """Validate the catalog: every bucket a row names is mapped, every action is a RecommendedAction."""
     if data.get("apiVersion") != "dsx.health/v1alpha1" or data.get("kind") != "XidCatalog":
         raise CatalogError(f"{source}: expected apiVersion dsx.health/v1alpha1 and kind XidCatalog")
@@ -174,82 +529,183 @@ def catalog_from_dict(data: Mapping[str, Any], *, source: str) -> XidCatalog:
     if not isinstance(buckets_spec, Mapping) or not buckets_spec:
         raise CatalogError(f"{source}: buckets: expected a mapping of bucket token to action")
     buckets = {str(token): _action(spec, source, f"buckets.{token}") for token, spec in buckets_spec.items()}
+
+    def bucket(token: str, where: str) -> str:
+        if token not in buckets:
+            raise CatalogError(allowed_values_message(source, where, token, buckets))
+        return token
+
+    unknown = bucket(_mapping(data, "unknown", source).get("bucket", ""), "unknown.bucket")
+    unspecified = bucket(_mapping(data, "unspecified", source).get("bucket", ""), "unspecified.bucket")
+    annotations = _annotations(data.get("annotations") or [], source)
     entries: dict[tuple[Family, int], CatalogEntry] = {}
-    for family, key in ((Family.XID, "xids"), (Family.SXID, "sxids")):
-        rows = data.get(key)
-        if not isinstance(rows, list):
-            raise CatalogError(f"{source}: {key}: expected a list of rows")
-        for index, row in enumerate(rows):
-            entry = _entry(family, row, source, f"{key}[{index}]")
-            if entry.immediate_action not in buckets:
-                raise CatalogError(
-                    allowed_values_message(source, f"{key}[{index}].immediate_action", entry.immediate_action, buckets)
-                )
-            if (family, entry.code) in entries:
-                raise CatalogError(f"{source}: {key}[{index}]: code {entry.code} appears twice")
-            entries[(family, entry.code)] = entry
+    for number, row in enumerate(workbook.get(WORKBOOK_XIDS, []), start=2):
+        where = f"{WORKBOOK_XIDS} line {number}"
+        code = _code(row.get("code", ""), where)
+        note = annotations.pop(code, {})
+        immediate = bucket(row.get("immediate_bucket") or unspecified, f"{where}: immediate_bucket")
+        investigatory = row.get("investigatory_bucket", "")
+        if investigatory:
+            bucket(investigatory, f"{where}: investigatory_bucket")
+        if (Family.XID, code) in entries:
+            raise CatalogError(f"{where}: Xid {code} appears twice")
+        entries[(Family.XID, code)] = CatalogEntry(
+            family=Family.XID,
+            code=code,
+            mnemonic=row.get("mnemonic", ""),
+            immediate_action=immediate,
+            investigatory_action=investigatory,
+            meaning=str(note.get("meaning", "")),
+            application_level=bool(note.get("application_level", False)) or immediate == "RESTART_APP",
+            generations=tuple(g for g in GENERATIONS if row.get(g, "").upper() == "YES"),
+            xid154_linkage=row.get("xid154_linkage", ""),
+            sources=tuple(str(s) for s in note.get("sources") or ()),
+            notes=str(note.get("notes", "")),
+        )
+    if annotations:
+        raise CatalogError(f"{source}: annotations: Xid {min(annotations)} is not in {WORKBOOK_XIDS}")
+    for index, row in enumerate(data.get("sxids") or []):
+        entry = _sxid(row, source, f"sxids[{index}]")
+        bucket(entry.immediate_action, f"sxids[{index}].immediate_action")
+        if (Family.SXID, entry.code) in entries:
+            raise CatalogError(f"{source}: sxids[{index}]: code {entry.code} appears twice")
+        entries[(Family.SXID, entry.code)] = entry
+    rules: dict[int, list[DecodeRule]] = {}
+    for number, row in enumerate(workbook.get(WORKBOOK_DECODE, []), start=2):
+        rule = _decode_rule(row, f"{WORKBOOK_DECODE} line {number}")
+        for name, token in (("recovery_bucket", rule.bucket), ("action2_bucket", rule.second_bucket)):
+            if token:
+                bucket(token, f"{WORKBOOK_DECODE} line {number}: {name}")
+        if rule.investigatory_action:
+            bucket(rule.investigatory_action, f"{WORKBOOK_DECODE} line {number}: investigatory_bucket")
+        rules.setdefault(rule.xid, []).append(rule)
+    workbook_buckets = tuple(row.get("bucket", "") for row in workbook.get(WORKBOOK_BUCKETS, []))
     recovery = tuple(
         _recovery(item, source, f"recovery_actions[{i}]") for i, item in enumerate(data.get("recovery_actions") or [])
     )
-    unknown = data.get("unknown")
-    if not isinstance(unknown, Mapping) or not isinstance(unknown.get("fatal"), bool):
-        raise CatalogError(f"{source}: unknown: expected a mapping with bucket, action and fatal")
+    lost = tuple(_lost_gpu(item, source, f"gpu_lost[{i}]") for i, item in enumerate(data.get("gpu_lost") or []))
+    for index, message in enumerate(lost):
+        bucket(message.bucket, f"gpu_lost[{index}].bucket")
+    multi = tuple(_multi_line(item, source, f"multi_line[{i}]") for i, item in enumerate(data.get("multi_line") or []))
+    for index, joined in enumerate(multi):
+        if joined.id not in {m.id for m in lost}:
+            raise CatalogError(
+                allowed_values_message(source, f"multi_line[{index}].id", joined.id, [m.id for m in lost])
+            )
     return XidCatalog(
         entries=entries,
         bucket_actions=buckets,
         recovery_actions=recovery,
-        unknown_bucket=str(unknown.get("bucket", "UNKNOWN")),
-        unknown_action=_action(unknown, source, "unknown"),
-        unknown_fatal=unknown["fatal"],
+        unknown_bucket=unknown,
+        unspecified_bucket=unspecified,
+        decode_rules={code: tuple(found) for code, found in rules.items()},
+        lost_gpu=lost,
+        multi_line=multi,
+        workbook_buckets=workbook_buckets,
     )
 
 
-_ENTRY_KEYS = {
+def _mapping(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, str]:
+    value = data.get(key)
+    if not isinstance(value, Mapping):
+        raise CatalogError(f"{source}: {key}: expected a mapping with a bucket")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _code(text: str, where: str) -> int:
+    if not text.isdigit() or len(text) > 9:
+        raise CatalogError(f"{where}: code: expected a non-negative integer, got {text!r}")
+    return int(text)
+
+
+_ANNOTATION_KEYS = {"code", "meaning", "application_level", "sources", "notes"}
+_SXID_KEYS = {
     "code",
     "mnemonic",
     "meaning",
     "immediate_action",
     "investigatory_action",
     "nvs_class",
-    "severity",
-    "application_level",
     "sources",
     "notes",
 }
 
 
-def _entry(family: Family, row: object, source: str, where: str) -> CatalogEntry:
+def _keys(row: object, allowed: set[str], source: str, where: str) -> Mapping[str, Any]:
     if not isinstance(row, Mapping):
         raise CatalogError(f"{source}: {where}: expected a mapping")
-    unknown = sorted(set(row) - _ENTRY_KEYS)
+    unknown = sorted(set(row) - allowed)
     if unknown:
-        raise CatalogError(allowed_values_message(source, f"{where} key", unknown[0], sorted(_ENTRY_KEYS)))
+        raise CatalogError(allowed_values_message(source, f"{where} key", unknown[0], sorted(allowed)))
     code = row.get("code")
     if not isinstance(code, int) or isinstance(code, bool) or code < 0:
         raise CatalogError(f"{source}: {where}.code: expected a non-negative integer, got {code!r}")
-    severity = row.get("severity")
-    if severity not in {s.value for s in Severity}:
-        raise CatalogError(allowed_values_message(source, f"{where}.severity", severity, [s.value for s in Severity]))
-    if row.get("nvs_class") not in ("FATAL", "NONFATAL"):
+    return row
+
+
+def _annotations(rows: Iterable[object], source: str) -> dict[int, Mapping[str, Any]]:
+    found: dict[int, Mapping[str, Any]] = {}
+    for index, row in enumerate(rows):
+        checked = _keys(row, _ANNOTATION_KEYS, source, f"annotations[{index}]")
+        if checked["code"] in found:
+            raise CatalogError(f"{source}: annotations[{index}]: code {checked['code']} appears twice")
+        found[checked["code"]] = checked
+    return found
+
+
+def _sxid(row: object, source: str, where: str) -> CatalogEntry:
+    checked = _keys(row, _SXID_KEYS, source, where)
+    if checked.get("nvs_class") not in ("FATAL", "NONFATAL"):
         raise CatalogError(
-            allowed_values_message(source, f"{where}.nvs_class", row.get("nvs_class"), ["FATAL", "NONFATAL"])
+            allowed_values_message(source, f"{where}.nvs_class", checked.get("nvs_class"), ["FATAL", "NONFATAL"])
         )
-    texts = {k: row.get(k) for k in ("mnemonic", "meaning", "immediate_action", "investigatory_action")}
+    texts = {k: checked.get(k) for k in ("mnemonic", "meaning", "immediate_action", "investigatory_action")}
     for name, value in texts.items():
         if not isinstance(value, str) or not value:
             raise CatalogError(f"{source}: {where}.{name}: expected a non-empty string")
     return CatalogEntry(
-        family=family,
-        code=code,
+        family=Family.SXID,
+        code=checked["code"],
         mnemonic=str(texts["mnemonic"]),
-        meaning=str(texts["meaning"]),
         immediate_action=str(texts["immediate_action"]),
         investigatory_action=str(texts["investigatory_action"]),
-        nvs_class=str(row["nvs_class"]),
-        severity=Severity(severity),
-        application_level=bool(row.get("application_level", False)),
-        sources=tuple(str(s) for s in row.get("sources") or ()),
-        notes=str(row.get("notes", "")),
+        meaning=str(texts["meaning"]),
+        nvs_class=str(checked["nvs_class"]),
+        sources=tuple(str(s) for s in checked.get("sources") or ()),
+        notes=str(checked.get("notes", "")),
+    )
+
+
+def _decode_rule(row: Mapping[str, str], where: str) -> DecodeRule:
+    def patterns(v1: str, v2: str) -> dict[Layout, BitPattern]:
+        found = {
+            Layout.V1: bit_pattern(row.get(v1, ""), f"{where}: {v1}"),
+            Layout.V2: bit_pattern(row.get(v2, ""), f"{where}: {v2}"),
+        }
+        return {layout: pattern for layout, pattern in found.items() if pattern is not None}
+
+    primary = patterns("v1_intrinfo_pattern_pre_r575", "v2_intrinfo_pattern_r575_plus")
+    if len(primary) != 2 or not row.get("recovery_bucket"):
+        raise CatalogError(f"{where}: expected V1 and V2 IntrInfo patterns and a recovery bucket")
+    second = patterns("v1_action2_pattern", "v2_action2_pattern")
+    if second and (len(second) != 2 or not row.get("action2_bucket")):
+        raise CatalogError(f"{where}: a second action needs V1 and V2 patterns and action2_bucket")
+    statuses: list[int] = []
+    for text in filter(None, (part.strip() for part in row.get("error_status_hex", "").split("/"))):
+        if not re.fullmatch(r"0x[0-9a-fA-F]{1,16}", text):
+            raise CatalogError(f"{where}: error_status_hex: {text!r} is not a hex number like 0x00000001")
+        statuses.append(int(text, 16))
+    return DecodeRule(
+        xid=_code(row.get("xid", ""), where),
+        subcode=row.get("subcode", ""),
+        patterns=primary,
+        statuses=tuple(statuses),
+        bucket=row["recovery_bucket"],
+        second_patterns=second,
+        second_bucket=row.get("action2_bucket", ""),
+        investigatory_action=row.get("investigatory_bucket", ""),
+        severity=row.get("severity", ""),
+        hw_sw=row.get("hw_sw", ""),
     )
 
 
@@ -262,45 +718,97 @@ def _action(spec: object, source: str, where: str) -> RecommendedAction:
 
 def _recovery(item: object, source: str, where: str) -> RecoveryAction:
     if not isinstance(item, Mapping) or not isinstance(item.get("code"), int) or not isinstance(item.get("text"), str):
-        raise CatalogError(f"{source}: {where}: expected a mapping with code, text, action and fatal")
-    if not isinstance(item.get("fatal"), bool):
-        raise CatalogError(f"{source}: {where}.fatal: expected true or false")
-    return RecoveryAction(item["code"], item["text"], _action(item, source, where), item["fatal"])
+        raise CatalogError(f"{source}: {where}: expected a mapping with code, text and action")
+    return RecoveryAction(item["code"], item["text"], _action(item, source, where))
+
+
+def _regex(text: object, source: str, where: str) -> re.Pattern[str]:
+    if not isinstance(text, str) or not text:
+        raise CatalogError(f"{source}: {where}: expected a regular expression")
+    try:
+        return re.compile(text.replace("<pci>", f"(?P<pci>{PCI_PATTERN})"))
+    except re.error as exc:
+        raise CatalogError(f"{source}: {where}: {text!r}: {exc}") from exc
+
+
+def _lost_gpu(item: object, source: str, where: str) -> LostGpuMessage:
+    if not isinstance(item, Mapping) or not isinstance(item.get("id"), str) or not isinstance(item.get("bucket"), str):
+        raise CatalogError(f"{source}: {where}: expected a mapping with id, bucket, patterns and sources")
+    code = item.get("code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        raise CatalogError(f"{source}: {where}.code: expected an Xid number or nothing")
+    patterns = item.get("patterns")
+    if not isinstance(patterns, list) or not patterns:
+        raise CatalogError(f"{source}: {where}.patterns: expected a list of regular expressions")
+    sources = item.get("sources")
+    if not isinstance(sources, list) or not sources:
+        raise CatalogError(f"{source}: {where}.sources: every message names where it comes from")
+    return LostGpuMessage(
+        item["id"],
+        code,
+        item["bucket"],
+        tuple(_regex(p, source, f"{where}.patterns[{i}]") for i, p in enumerate(patterns)),
+        tuple(str(s) for s in sources),
+        _markers(item, source, where),
+    )
+
+
+def _markers(item: Mapping[str, Any], source: str, where: str) -> tuple[str, ...]:
+    markers = item.get("markers")
+    if not isinstance(markers, list) or not markers or not all(isinstance(m, str) and m for m in markers):
+        raise CatalogError(f"{source}: {where}.markers: expected a list of texts one of which every such line holds")
+    return tuple(markers)
+
+
+def _multi_line(item: object, source: str, where: str) -> MultiLineMessage:
+    if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
+        raise CatalogError(f"{source}: {where}: expected a mapping with id, opener, closer and max_lines")
+    lines = item.get("max_lines")
+    if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= 16:
+        raise CatalogError(f"{source}: {where}.max_lines: expected 1 to 16")
+    return MultiLineMessage(
+        item["id"],
+        _regex(item.get("opener"), source, f"{where}.opener"),
+        _regex(item.get("closer"), source, f"{where}.closer"),
+        lines,
+        _markers(item, source, where),
+    )
 
 
 # --- line parsing --------------------------------------------------------------------------------
 
-_PCI = r"(?:PCI:)?(?P<pci>[^)]*)"
-_XID = re.compile(r"NVRM: Xid \(" + _PCI + r"\): (?P<code>\d+)(?:, ?(?P<rest>.*))?")
-_SXID = re.compile(r"(?:(?P<device>[\w-]+): )?SXid \(" + _PCI + r"\): (?P<code>\d+)(?:, ?(?P<rest>.*))?")
-_FALLEN = re.compile(
-    r"NVRM: (?:GPU (?:at PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?):? )?"
-    r"(?P<rest>GPU has fallen off the bus\.?.*)"
+_PCI = r"(?:PCI:)?(?P<pci>[^)]{0,64})"
+_XID = re.compile(r"NVRM: Xid \(" + _PCI + r"\): (?P<code>\d{1,9})(?!\d)(?:, ?(?P<rest>.*))?")
+_SXID = re.compile(r"(?:(?P<device>[\w-]{1,64}): )?SXid \(" + _PCI + r"\): (?P<code>\d{1,9})(?!\d)(?:, ?(?P<rest>.*))?")
+_BANNER = re.compile(
+    r"NVRM: loading NVIDIA UNIX [^\n]{0,80}?Kernel Module(?: for [\w-]{1,32})?\s{1,8}"
+    r"(?P<version>\d{1,4}\.\d{1,4}(?:\.\d{1,4})?)(?!\d)"
 )
-_PID_NAME = re.compile(r"pid=(?P<pid>'<unknown>'|<unknown>|\d+)(?:, |,|$)(?:name=(?P<name>.*?)(?:, |,|$))?")
-_CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
-_NVLINK = re.compile(r"\blink (\d+)\b", re.IGNORECASE)
+_PID_NAME = re.compile(r"pid=(?P<pid>'<unknown>'|<unknown>|\d{1,10})(?:, |,|$)(?:name=(?P<name>.*?)(?:, |,|$))?")
+_CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,9})(?!\d)")
+_NVLINK = re.compile(r"\blink (\d{1,4})\b", re.IGNORECASE)
 _CANONICAL_PCI = re.compile(
     r"^(?:(?P<domain>[0-9a-f]{1,8}):)?(?P<bus>[0-9a-f]{2}):(?P<device>[0-9a-f]{2})(?:\.(?P<function>[0-7]))?$"
 )
 _PREFIXES = (
     re.compile(r"(?P<facility>[a-z]+)\s*:(?P<level>[a-z]+)\s*:\s*"),
-    re.compile(r"(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+"),
+    re.compile(r"(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)\s+"),
     re.compile(r"\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})\]\s*"),
     re.compile(r"(?P<syslog>[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\s+"),
     re.compile(r"(?P<host>[^\s:\[\]]+)\s+(?=kernel:)"),
     re.compile(r"kernel:\s*"),
-    re.compile(r"\[\s*(?P<uptime>\d+\.\d+)\]\s*"),
+    re.compile(r"\[\s*(?P<uptime>\d{1,12}\.\d{1,9})\]\s*"),
 )
 
 
 @dataclass(frozen=True)
 class XidRecord:
-    """One Xid/SXid line, read and classified."""
+    """One Xid/SXid line, or one driver message that means a GPU is lost, read and classified."""
 
     line_number: int
     family: Family
     code: int
+    """The Xid/SXid number; for family NVRM 0 (`kind` names the message)."""
     pci_address: str | None
     """As printed (`0000:01:00`, `0000:07:00.0`); None when absent or redacted."""
     pci_bdf: str | None
@@ -310,7 +818,9 @@ class XidRecord:
     mnemonic: str | None
     application_level: bool
     code_inferred: bool = False
-    """True for `GPU has fallen off the bus` printed without an Xid number (recorded as 79)."""
+    """True for a lost-GPU message recorded as an Xid it did not print (fallen off the bus → 79)."""
+    kind: str | None = None
+    """The catalog's lost-GPU message id (GPU_FALLEN_OFF_THE_BUS, RM_INIT_ADAPTER_FAILED, ...)."""
     pid: int | None = None
     process_name: str | None = None
     device: str | None = None
@@ -324,6 +834,8 @@ class XidRecord:
     timestamp_text: str | None = None
     uptime_seconds: float | None = None
     raw: str = ""
+    lines: int = 1
+    """Kernel-log lines the message spans (the multi-line fallen-off-the-bus message: 2 or 3)."""
 
     @property
     def is_fatal(self) -> bool:
@@ -333,22 +845,32 @@ class XidRecord:
     def recommended_action(self) -> RecommendedAction:
         return self.verdict.recommended_action
 
+    @property
+    def error_code(self) -> str:
+        """`79`, `12028`; the message id for family NVRM."""
+        return self.kind if self.family is Family.NVRM and self.kind else str(self.code)
+
     def to_dict(self) -> dict[str, Any]:
+        decode = self.verdict.decode
         return {
             "line": self.line_number,
+            "lines": self.lines,
             "family": self.family.value,
             "code": self.code,
+            "kind": self.kind,
             "pci_address": self.pci_address,
             "pci_bdf": self.pci_bdf,
             "is_fatal": self.verdict.is_fatal,
             "recommended_action": self.verdict.recommended_action.name,
             "immediate_action": self.verdict.immediate_action,
+            "investigatory_action": self.verdict.investigatory_action,
             "message": self.message,
             "mnemonic": self.mnemonic,
             "in_catalog": self.verdict.in_catalog,
             "application_level": self.application_level,
             "code_inferred": self.code_inferred,
             "recovery_action": self.verdict.recovery_action,
+            "nvlink5_decode": decode.to_dict() if decode else None,
             "primary_code": self.primary_code,
             "nvlink": self.nvlink,
             "pid": self.pid,
@@ -361,52 +883,153 @@ class XidRecord:
         }
 
 
-def parse_text(text: str, xid_catalog: XidCatalog | None = None) -> list[XidRecord]:
-    """Every Xid/SXid record in a kernel log, with 1-based line numbers."""
-    return list(iter_records(text.split("\n"), xid_catalog))
+def parse_text(
+    text: str, xid_catalog: XidCatalog | None = None, driver: DriverVersion | None = None
+) -> list[XidRecord]:
+    """Every record in a kernel log, with 1-based line numbers (a joined message: its first line)."""
+    return list(iter_records(text.split("\n"), xid_catalog, driver))
 
 
-def iter_records(raw_lines: Iterator[str] | list[str], xid_catalog: XidCatalog | None = None) -> Iterator[XidRecord]:
+def iter_records(
+    raw_lines: Iterable[str], xid_catalog: XidCatalog | None = None, driver: DriverVersion | None = None
+) -> Iterator[XidRecord]:
+    reader = KernelLogReader(xid_catalog, driver)
     for number, line in enumerate(raw_lines, start=1):
-        record = parse_line(line, number, xid_catalog)
+        record = reader.feed(line, number)
         if record is not None:
             yield record
 
 
-def parse_line(line: str, line_number: int = 0, xid_catalog: XidCatalog | None = None) -> XidRecord | None:
-    """The record of one kernel-log line, or None when it reports no Xid/SXid."""
-    if "Xid" not in line and "fallen off the bus" not in line:
+def driver_banner(line: str) -> DriverVersion | None:
+    """The version in `NVRM: loading NVIDIA UNIX ... Kernel Module  575.57.08 ...`, else None."""
+    if "NVRM: loading" not in line:
+        return None
+    match = _BANNER.search(line)
+    return parse_driver_version(match.group("version"), "kernel-log") if match else None
+
+
+@dataclass
+class _Opened:
+    message: MultiLineMessage
+    lines: list[tuple[int, str]]
+    """The opening line and the NVRM lines after it."""
+    seen: int = 0
+    """Lines fed since the opener, of any kind."""
+
+
+class KernelLogReader:
+    """Reads consecutive lines of one kernel log: joins the multi-line lost-GPU message and takes
+    the driver version from the NVRM banner, which beats the one it was given (configuration or
+    node label) from then on, because it names the driver that printed the lines after it."""
+
+    def __init__(self, xid_catalog: XidCatalog | None = None, driver: DriverVersion | None = None) -> None:
+        self.catalog = xid_catalog or default_catalog()
+        self.driver = driver
+        self._opened: _Opened | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-ready state to resume from: the banner's driver version and an open multi-line message."""
+        banner = self.driver if self.driver and self.driver.source == "kernel-log" else None
+        opened = self._opened
+        return {
+            "driver": [banner.major, banner.minor, banner.patch] if banner else None,
+            "opened": {"id": opened.message.id, "lines": opened.lines, "seen": opened.seen} if opened else None,
+        }
+
+    def restore(self, state: Mapping[str, Any] | None) -> None:
+        """Resume from `snapshot()`; None (no state yet) leaves the reader as it is."""
+        if not state:
+            return
+        if state.get("driver"):
+            major, minor, patch = state["driver"]
+            self.driver = DriverVersion(int(major), int(minor), None if patch is None else int(patch), "kernel-log")
+        opened = state.get("opened")
+        message = next((m for m in self.catalog.multi_line if opened and m.id == opened["id"]), None)
+        if opened and message is not None:
+            lines = [(int(number), str(text)) for number, text in opened["lines"]]
+            self._opened = _Opened(message, lines, int(opened["seen"]))
+
+    def feed(self, line: str, line_number: int = 0) -> XidRecord | None:
+        """The record this line completes, or None."""
+        opened = self._opened
+        if opened is not None:
+            opened.seen += 1
+            if opened.seen > opened.message.max_lines:
+                self._opened = opened = None
+        banner = driver_banner(line)
+        if banner is not None:
+            self.driver = banner
+            return None
+        record = parse_line(line, line_number, self.catalog, self.driver)
+        if record is not None or "NVRM" not in line:
+            return record
+        for message in self.catalog.multi_line:
+            if not message.marked(line):
+                continue
+            if message.opener.search(line):
+                self._opened = _Opened(message, [(line_number, line.rstrip("\r\n"))])
+                return None
+            if message.closer.search(line):
+                return self._close(message, line, line_number)
+        if opened is not None:
+            opened.lines.append((line_number, line.rstrip("\r\n")))
+        return None
+
+    def _close(self, message: MultiLineMessage, line: str, line_number: int) -> XidRecord | None:
+        opened, self._opened = self._opened, None
+        parts = (opened.lines if opened and opened.message is message else []) + [(line_number, line.rstrip("\r\n"))]
+        first_number, first = parts[0]
+        joined = first + "".join(" " + _after_marker(text) for _, text in parts[1:])
+        record = parse_line(joined, first_number, self.catalog, self.driver)
+        if record is None:  # the closing line alone: a GPU fell off the bus, which one is not known
+            lost = self.catalog.lost_gpu_message(message.id)
+            if lost is None:
+                return None
+            record = _lost_record(
+                lost, None, _after_marker(line), line, line_number, self.catalog, line[: line.find("NVRM")]
+            )
+        return replace(record, raw="\n".join(text for _, text in parts), lines=len(parts))
+
+
+def _after_marker(line: str) -> str:
+    at = line.find("NVRM:")
+    return line[at + 5 :].strip() if at >= 0 else line.strip()
+
+
+def parse_line(
+    line: str, line_number: int = 0, xid_catalog: XidCatalog | None = None, driver: DriverVersion | None = None
+) -> XidRecord | None:
+    """The record of one kernel-log line, or None when it reports no Xid, SXid or lost GPU."""
+    if "Xid" not in line and "NVRM" not in line:
         return None
     line = line.rstrip("\r\n")
-    family, inferred = Family.XID, False
+    xid_catalog = xid_catalog or default_catalog()
+    family = Family.XID
     match = _XID.search(line)
     if match is None:
         match = _SXID.search(line)
         family = Family.SXID
     if match is None:
-        match = _FALLEN.search(line)
-        family, inferred = Family.XID, True
-    if match is None:
-        return None
+        return _lost_gpu_line(line, line_number, xid_catalog) if "NVRM" in line else None
     fields = match.groupdict()
-    code = 79 if inferred else int(fields["code"])
+    code = int(fields["code"])
     rest = (fields.get("rest") or "").strip()
     pid = name = None
-    if family is Family.XID and not inferred:
+    if family is Family.XID:
         pid_match = _PID_NAME.match(rest)
         if pid_match:
             pid_text, name = pid_match.group("pid"), pid_match.group("name")
             pid = int(pid_text) if pid_text.isdigit() else None
             name = None if name in (None, "<unknown>", "'<unknown>'") else name
             rest = rest[pid_match.end() :].strip()
-    pci = (fields.get("pci") or "").strip() or None
-    if pci is not None and "..." in pci:
-        pci = None
-    verdict = (xid_catalog or default_catalog()).classify(family, code, rest)
-    entry = (xid_catalog or default_catalog()).entry(family, code)
+    pci = _printed_pci(fields.get("pci"))
+    verdict = xid_catalog.classify(family, code, rest, driver)
+    entry = xid_catalog.entry(family, code)
     caused_by = _CAUSED_BY.search(rest) if code == 45 else None
     nvlink = _NVLINK.search(rest)
-    prefix = _read_prefix(line[: match.start()])
+    link = int(nvlink.group(1)) if nvlink else None
+    if verdict.decode is not None and verdict.decode.link is not None:
+        link = verdict.decode.link
     return XidRecord(
         line_number=line_number,
         family=family,
@@ -417,14 +1040,61 @@ def parse_line(line: str, line_number: int = 0, xid_catalog: XidCatalog | None =
         verdict=verdict,
         mnemonic=entry.mnemonic if entry else None,
         application_level=entry.application_level if entry else False,
-        code_inferred=inferred,
         pid=pid,
         process_name=name,
         device=fields.get("device"),
         primary_code=int(caused_by.group(1)) if caused_by else None,
-        nvlink=int(nvlink.group(1)) if nvlink else None,
+        nvlink=link,
         raw=line,
-        **prefix,
+        **_read_prefix(line[: match.start()]),
+    )
+
+
+def _printed_pci(text: str | None) -> str | None:
+    pci = (text or "").strip() or None
+    return None if pci is None or "..." in pci else pci
+
+
+def _lost_gpu_line(line: str, line_number: int, xid_catalog: XidCatalog) -> XidRecord | None:
+    for message in xid_catalog.lost_gpu:
+        if not message.marked(line):
+            continue
+        for pattern in message.patterns:
+            match = pattern.search(line)
+            if match is None:
+                continue
+            marker = line.rfind("NVRM:", 0, match.start() + 1)
+            start = marker if marker >= 0 else match.start()
+            text = line[start + 5 :].strip() if marker >= 0 else line[start:].strip()
+            pci = _printed_pci(match.groupdict().get("pci"))
+            return _lost_record(message, pci, text, line, line_number, xid_catalog, line[:start])
+    return None
+
+
+def _lost_record(
+    message: LostGpuMessage,
+    pci: str | None,
+    text: str,
+    line: str,
+    line_number: int,
+    xid_catalog: XidCatalog,
+    prefix: str,
+) -> XidRecord:
+    entry = xid_catalog.entry(Family.XID, message.code) if message.code is not None else None
+    return XidRecord(
+        line_number=line_number,
+        family=Family.XID if message.code is not None else Family.NVRM,
+        code=message.code or 0,
+        pci_address=pci,
+        pci_bdf=canonical_pci_address(pci) if pci else None,
+        message=text,
+        verdict=xid_catalog.bucket_verdict(message.bucket),
+        mnemonic=entry.mnemonic if entry else message.id,
+        application_level=False,
+        code_inferred=message.code is not None,
+        kind=message.id,
+        raw=line,
+        **_read_prefix(prefix),
     )
 
 
@@ -499,12 +1169,12 @@ class BurstDeduplicator:
             raise ValueError("window_seconds must be positive")
         self.window_seconds = window_seconds
         self.max_keys = max_keys
-        self._opened: dict[tuple[str, str, str, int], tuple[float, int]] = {}
+        self._opened: dict[tuple[str, str, str, str], tuple[float, int]] = {}
 
     @staticmethod
-    def key(node: str, record: XidRecord) -> tuple[str, str, str, int]:
+    def key(node: str, record: XidRecord) -> tuple[str, str, str, str]:
         gpu = record.pci_bdf or record.pci_address or ""
-        return (node, record.family.value, gpu, record.code)
+        return (node, record.family.value, gpu, record.error_code)
 
     def admit(self, node: str, record: XidRecord, at_seconds: float) -> Admission:
         key = self.key(node, record)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dsx.errors import BadInputError, UnavailableError
+from dsx.health import xid
 from dsx.health.inmemory import InMemoryEventStore
 from dsx.health.monitors import kernel_log, source
 from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor
@@ -185,6 +186,82 @@ def test_a_burst_of_one_code_on_one_gpu_is_one_event(tmp_path: Path) -> None:
     assert [e.entity_values(EntityType.PCI) for e in events] == [("0000:3b:00.0",), ("0000:3c:00.0",)]
 
 
+def test_lost_gpu_messages_become_events_and_the_split_one_is_joined(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(
+        log,
+        "[ 4.1] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build",
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has",
+        "[ 1843.308146] NVRM: fallen off the bus and is not responding to commands.",
+        "[ 1843.400000] NVRM: Xid (PCI:0000:b3:00): 79, pid=0, GPU has fallen off the bus.",
+        "[ 1900.000000] NVRM: GPU 0000:81:00.0: RmInitAdapter failed! (0x25:0x40:1470)",
+        "[ 1901.000000] NVRM: Xid (PCI:0000:1b:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 03 (0x00000004 0x00000040)",
+        "[ 1902.000000] NVRM: Xid (PCI:0000:1b:00): 11, pid=5, name=python3, Graphics Exception",
+    )
+    monitor = monitor_for(log, tmp_path / "state.json")
+    events = monitor.poll()
+    monitor.close()
+    assert [(e.check_name, e.error_codes, e.entity_values(EntityType.PCI), e.is_fatal) for e in events] == [
+        ("KernelLogXid", ("79",), ("0000:b3:00.0",), True),  # the Xid 79 after it is the same burst
+        ("KernelLogGpuLost", ("RM_INIT_ADAPTER_FAILED",), ("0000:81:00.0",), True),
+        ("KernelLogXid", ("145",), ("0000:1b:00.0",), True),
+        ("KernelLogXid", ("11",), ("0000:1b:00.0",), False),  # RESTART_APP: recorded, never quarantines
+    ]
+    fallen, _, remap, app = events
+    assert fallen.recommended_action is RecommendedAction.RESTART_BM
+    assert fallen.message.count("\n") == 1 and fallen.metadata["lost_gpu"] == "GPU_FALLEN_OFF_THE_BUS"
+    assert (remap.recommended_action, remap.metadata["immediate_action"]) == (
+        RecommendedAction.COMPONENT_RESET,
+        "RESET_GPU",
+    )
+    assert (remap.metadata["driver_version"], remap.metadata["driver_version_source"]) == ("575.57.08", "kernel-log")
+    assert json.loads(remap.metadata["nvlink5_decode"])["layout"] == "V2"
+    assert remap.entity_values(EntityType.NVLINK) == ("3",)
+    assert app.metadata["immediate_action"] == "RESTART_APP" and app.recommended_action is RecommendedAction.NONE
+
+
+def test_the_configured_driver_picks_the_layout_and_an_unmatched_decode_says_so(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "NVRM: Xid (PCI:0000:1b:00): 145, RLW_REMAP Fatal XC0 i0 Link 03 (0x00000004 0x00000040)")
+    configured = xid.parse_driver_version("570.124.06", "configuration")
+    monitor = KernelLogMonitor("n3", FileFollower(log), tmp_path / "state.json", driver=configured)
+    (event,) = monitor.poll()
+    monitor.close()
+    assert event.metadata["driver_version_source"] == "configuration"
+    assert "no rule of the Xid 145 decode sheet" in event.metadata["nvlink5_note"]
+    assert event.is_fatal and event.recommended_action is RecommendedAction.CONTACT_SUPPORT
+
+
+def test_a_journal_message_holding_the_whole_multi_line_printk_is_one_event(tmp_path: Path) -> None:
+    class OneEntry:
+        source = "journald"
+
+        def __init__(self) -> None:
+            self.lines = [
+                kernel_log.LogLine(
+                    "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+                    "NVRM: fallen off the bus and is not responding to commands.",
+                    {"cursor": "c1"},
+                )
+            ]
+
+        def seek(self, position: object) -> None: ...
+
+        def read(self, max_lines: int) -> list[kernel_log.LogLine]:
+            lines, self.lines = self.lines, []
+            return lines
+
+        def close(self) -> None: ...
+
+    monitor = KernelLogMonitor("n3", OneEntry(), tmp_path / "state.json", clock=lambda: READ_AT)
+    (event,) = monitor.poll()
+    assert (event.error_codes, event.entity_values(EntityType.PCI), event.recommended_action) == (
+        ("79",),
+        ("0000:b3:00.0",),
+        RecommendedAction.RESTART_BM,
+    )
+
+
 def test_a_crash_before_commit_replays_the_same_events(tmp_path: Path, data: Path) -> None:
     log, state = tmp_path / "kern.log", tmp_path / "state.json"
     shutil.copyfile(data / "kern.log", log)
@@ -311,3 +388,58 @@ def test_a_malformed_journal_line_is_skipped_and_the_cursor_moves_past_it(
     assert [dict(line.position) for line in lines] == [{"cursor": "s=boot1;i=7"}]
     assert "not a journal JSON entry" in caplog.text and "skipped" in caplog.text
     assert reader.read(10) == []  # the bad line is behind the cursor now
+
+
+def test_a_policys_kernel_log_source_takes_a_driver_version() -> None:
+    from dsx.health import policy
+
+    def read(source: dict[str, object]) -> policy.SentinelPolicy:
+        data = {"apiVersion": policy.API_VERSION, "kind": policy.KIND, "monitors": {"kernel_logs": [source]}}
+        return policy.from_dict(data, source="sentinel.yaml")
+
+    loaded = read({"node": "n3", "journal": True, "driver_version": "575.57.08"})
+    assert loaded.monitors.kernel_logs[0].driver_version == "575.57.08"
+    with pytest.raises(BadInputError, match=r"sentinel.yaml.monitors.kernel_logs\[0\].driver_version: driver version"):
+        read({"node": "n3", "journal": True, "driver_version": "latest"})
+
+
+def test_a_message_split_across_a_restart_is_joined_and_the_banner_remembered(tmp_path: Path) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(
+        log,
+        "[ 4.1] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build",
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has",
+    )
+    first = monitor_for(log, state)
+    assert first.poll() == []
+    first.commit()
+    first.close()
+    write(
+        log,
+        "[ 1843.308146] NVRM: fallen off the bus and is not responding to commands.",
+        "[ 1901.000000] NVRM: Xid (PCI:0000:1b:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 03 (0x00000004 0x00000040)",
+    )
+    second = monitor_for(log, state)
+    fallen, remap = second.poll()
+    second.close()
+    assert (fallen.entity_values(EntityType.PCI), fallen.recommended_action) == (
+        ("0000:b3:00.0",),
+        RecommendedAction.RESTART_BM,
+    )
+    assert (remap.metadata["driver_version"], remap.metadata["driver_version_source"]) == ("575.57.08", "kernel-log")
+    assert remap.recommended_action is RecommendedAction.COMPONENT_RESET
+
+
+def test_a_replayed_batch_starts_from_the_committed_reader_state(tmp_path: Path) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(log, "[ 1.0] NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has")
+    first = monitor_for(log, state)
+    first.poll()
+    first.commit()
+    write(log, "[ 1.1] NVRM: fallen off the bus and is not responding to commands.")
+    (before_crash,) = first.poll()  # stored, then the process dies before commit
+    first.close()
+    replay = monitor_for(log, state)
+    (after_crash,) = replay.poll()
+    replay.close()
+    assert after_crash.idempotency_key == before_crash.idempotency_key

@@ -18,7 +18,12 @@ Here:
   were read, so after a crash the same lines produce the same events (same idempotency keys):
   a restart neither loses nor repeats a line.
 
-Parsing and verdicts come from `dsx.health.xid` (the catalog kept as data); its
+Parsing and verdicts come from `dsx.health.xid` (the catalog kept as data). One
+`xid.KernelLogReader` per monitor joins the multi-line "fallen off the bus" message and takes the
+driver version (which IntrInfo layout NVLink5 Xids use) from the NVRM banner, else from the
+version the monitor was given (configuration, else the node's labels). Its state (an open
+multi-line message, the banner's version) is committed with the position, so a message split
+across a restart is still joined, and a replayed batch starts from the same state. Its
 `BurstDeduplicator` turns a storm of one code on one GPU into one event per window.
 """
 
@@ -45,6 +50,9 @@ log = logging.getLogger("dsx.sentinel.monitor")
 AGENT = "kernel-log-monitor"
 XID_CHECK = "KernelLogXid"
 SXID_CHECK = "KernelLogSXid"
+GPU_LOST_CHECK = "KernelLogGpuLost"
+"""Driver messages without a code that mean a GPU is lost (RmInitAdapter failed, probe failed)."""
+CHECKS = {xid.Family.XID: XID_CHECK, xid.Family.SXID: SXID_CHECK, xid.Family.NVRM: GPU_LOST_CHECK}
 STATE_VERSION = 1
 COMPRESSED = (".gz", ".xz", ".bz2", ".zst")
 MAX_LINE_BYTES = 64 * 1024
@@ -387,6 +395,7 @@ class KernelLogMonitor:
         state_path: str | Path,
         *,
         xid_catalog: xid.XidCatalog | None = None,
+        driver: xid.DriverVersion | None = None,
         dedup_window_seconds: float = 300.0,
         batch_lines: int = ingest.MAX_EVENTS_PER_REQUEST,
         clock: Callable[[], float] = time.time,
@@ -394,11 +403,17 @@ class KernelLogMonitor:
         self.node_name = node_name
         self._reader = reader
         self._state_file = StateFile(state_path)
-        self._catalog = xid_catalog or xid.default_catalog()
+        self._lines = xid.KernelLogReader(xid_catalog, driver)
         self._dedup = xid.BurstDeduplicator(dedup_window_seconds)
         self._batch_lines = batch_lines
         self._clock = clock
         self._state = self._state_file.load()
+        try:
+            self._lines.restore(self._state.get("reader"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BadInputError(
+                f"{self._state_file.path}: reader: unreadable ({exc}); remove the file to start over"
+            ) from exc
         self._uncommitted: list[HealthEvent] | None = None
         self._reader.seek(self._state["position"])
 
@@ -435,14 +450,21 @@ class KernelLogMonitor:
         self._uncommitted = None
         if pending is None:
             return
-        self._state = {"version": STATE_VERSION, "position": pending["until"], "pending": None}
+        self._state = {
+            "version": STATE_VERSION,
+            "position": pending["until"],
+            "pending": None,
+            "reader": self._lines.snapshot(),
+        }
         self._state_file.save(self._state)
 
     def close(self) -> None:
         self._reader.close()
 
     def _event(self, line: LogLine, read_at: float) -> HealthEvent | None:
-        record = xid.parse_line(line.text, 0, self._catalog)
+        record = None
+        for part in line.text.split("\n"):  # journald keeps a multi-line printk as one message
+            record = self._lines.feed(part) or record
         if record is None:
             return None
         generated_at = line.timestamp or _aware(record.timestamp) or datetime.fromtimestamp(read_at, UTC)
@@ -456,27 +478,40 @@ class KernelLogMonitor:
         if record.device:
             entities.append(Entity(EntityType.NVSWITCH, record.device))
         sxid = record.family is xid.Family.SXID
-        metadata = {
-            "source": self._reader.source,
-            "position": json.dumps(dict(line.position), sort_keys=True),
-            "immediate_action": record.verdict.immediate_action,
-        }
-        if record.mnemonic:
-            metadata["mnemonic"] = record.mnemonic
         return HealthEvent(
             agent=AGENT,
             component_class=ComponentClass.NVSWITCH if sxid else ComponentClass.GPU,
-            check_name=SXID_CHECK if sxid else XID_CHECK,
+            check_name=CHECKS[record.family],
             node_name=self.node_name,
             generated_at=generated_at,
             is_fatal=record.is_fatal,
             is_healthy=False,
-            message=line.text,
+            message=record.raw if record.lines > 1 else line.text,
             recommended_action=record.recommended_action,
-            error_codes=(str(record.code),),
+            error_codes=(record.error_code,),
             entities=tuple(entities),
-            metadata=metadata,
+            metadata=_metadata(record, self._reader.source, line.position),
         )
+
+
+def _metadata(record: xid.XidRecord, source: str, position: Position) -> dict[str, str]:
+    """What the event carries beyond the verdict: NVIDIA's buckets, and how an NVLink5 line was decoded."""
+    verdict = record.verdict
+    found = {
+        "source": source,
+        "position": json.dumps(dict(position), sort_keys=True),
+        "immediate_action": verdict.immediate_action,
+        "mnemonic": record.mnemonic or "",
+        "investigatory_action": verdict.investigatory_action or "",
+        "lost_gpu": record.kind or "",
+        "recovery_action": verdict.recovery_action or "",
+    }
+    if verdict.decode is not None:
+        found["nvlink5_decode"] = json.dumps(verdict.decode.to_dict(), sort_keys=True)
+        found["nvlink5_note"] = verdict.decode.note
+        found["driver_version"] = verdict.decode.driver_version or ""
+        found["driver_version_source"] = verdict.decode.driver_source or ""
+    return {key: value for key, value in found.items() if value}
 
 
 def _aware(moment: datetime | None) -> datetime | None:

@@ -4,8 +4,10 @@ cannot read is a clear BadInputError, and what they return serialises to strict 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -67,25 +69,87 @@ TOKENS = [
     "Yes",
     "N/A",
     "Active",
+    # NVLink5, lost-GPU and banner paths
+    "149,",
+    "NETIR_LINK_EVT",
+    "RLW_RXPIPE",
+    "Nonfatal",
+    "XC0 i0",
+    "Link",
+    "Link 09",
+    "-1",
+    "(0x025525c6",
+    "0x00000040)",
+    "[0x0000000a]",
+    "0x" + "f" * 40,
+    "NVRM: The NVIDIA GPU 0000:b3:00.0",
+    "(PCI ID: 10de:20b0) installed in this system has",
+    "fallen off the bus and is not responding to commands.",
+    "NVRM: GPU 0000:81:00.0: RmInitAdapter failed! (0x25:0x40:1470)",
+    "rm_init_adapter(0) failed",
+    "The NVIDIA probe routine failed for 99999999 device(s).",
+    "NVRM: loading NVIDIA UNIX x86_64 Kernel Module",
+    "575.57.08",
+    "570.124.06",
+    "99999.99999.99999",
+    "\n",
 ]
 line_of_tokens = st.lists(st.sampled_from(TOKENS), max_size=14).map(" ".join)
-mutated = st.tuples(st.sampled_from(KERNEL_LINES + REPORT_LINES), st.integers(0, 160), st.text(max_size=6)).map(
-    lambda t: t[0][: t[1]] + t[2] + t[0][t[1] :]
-)
+WORKBOOK_LINES = [
+    "NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT  Fatal   XC0 i0 Link 09 (0x025525c6 0x00000000 0x0)",
+    "NVRM: Xid (PCI:0000:1b:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 02 (0x000004c2 0x00000001)",
+    "NVRM: Xid (PCI:0000:00:1e): 149, NETIR_LINK_EVT Fatal XC 1 i 2 Link 01 [0x0000000a]",
+    "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has",
+    "[ 1843.308146] NVRM: fallen off the bus and is not responding to commands.",
+    "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build",
+    "nvidia-nvswitch3: SXid (PCI:0000:c6:00.0): 20034, Fatal, Link 44 LTSSM Fault Up",
+]
+mutated = st.tuples(
+    st.sampled_from(KERNEL_LINES + REPORT_LINES + WORKBOOK_LINES), st.integers(0, 160), st.text(max_size=6)
+).map(lambda t: t[0][: t[1]] + t[2] + t[0][t[1] :])
 any_line = st.one_of(st.text(max_size=120), line_of_tokens, mutated)
 texts = st.lists(any_line, max_size=30).map("\n".join)
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+DRIVERS = st.sampled_from(
+    [None, xid.parse_driver_version("570.124.06", "configuration"), xid.parse_driver_version("575", "node-label")]
+)
+
+
 @SETTINGS
-@given(texts)
-def test_xid_parser_never_crashes(text: str) -> None:
-    records = xid.parse_text(text)
+@given(texts, DRIVERS)
+def test_xid_parser_never_crashes(text: str, driver: xid.DriverVersion | None) -> None:
+    records = xid.parse_text(text, driver=driver)
     json.dumps([r.to_dict() for r in records], default=str, allow_nan=False)
     for record in records:
-        assert record.family in (xid.Family.XID, xid.Family.SXID)
-        assert record.is_fatal or record.recommended_action.name == "NONE"
+        assert record.is_fatal == (record.recommended_action.name != "NONE")
+        assert record.error_code
+        if record.verdict.immediate_action in ("RESTART_APP", "IGNORE"):
+            assert not record.is_fatal
+        decode = record.verdict.decode
+        if decode is not None:
+            assert decode.matched or decode.note  # never a silent outcome
+        assert record.lines >= 1 and record.line_number >= 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "NVRM: Xid (PCI:0000:1b:00): 149, A B " + "Link " * 100_000,
+        "NVRM: Xid (PCI:0000:1b:00): 149, A B" + " " * 200_000 + "Link",
+        "NVRM: The NVIDIA GPU 0000:b3:00.0 " * 20_000,
+        "NVRM: GPU " * 50_000 + "has fallen off the bus",
+        "NVRM: Xid (" + "(" * 200_000,
+        "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 1, " + "link " * 100_000,
+        "kern  :warn  : " * 20_000 + "NVRM: Xid (PCI:0000:01:00): 31, x",
+    ],
+)
+def test_adversarial_lines_parse_in_linear_time(line: str) -> None:
+    started = time.perf_counter()
+    xid.parse_text(line + "\n" + line)
+    assert time.perf_counter() - started < 5.0  # quadratic backtracking on these takes minutes
 
 
 @SETTINGS

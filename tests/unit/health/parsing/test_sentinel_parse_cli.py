@@ -74,3 +74,33 @@ def test_unreadable_file_exits_2(
     path.write_bytes(b"\xc3\x28 NVRM: Xid")
     code, err = run_dsx(monkeypatch, capsys, str(path))
     assert code == 2 and "not UTF-8 text" in err
+
+
+def test_driver_version_picks_the_nvlink5_layout(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = "NVRM: Xid (PCI:0000:1b:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 00 (0x00000004 0x00000040)\n"
+    result = CliRunner().invoke(parse, ["-", "--format", "json", "--driver-version", "575.57.08"], input=line)
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.output)
+    assert (record["recommended_action"], record["nvlink5_decode"]["driver_source"]) == (
+        "COMPONENT_RESET",
+        "configuration",
+    )
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO(line))
+    code, err = run_dsx(monkeypatch, capsys, "-", "--driver-version", "latest")
+    assert code == 2 and "--driver-version: driver version: 'latest'" in err
+
+
+def test_a_table_names_lost_gpu_messages_by_their_id() -> None:
+    text = "NVRM: GPU 0000:81:00.0: RmInitAdapter failed! (0x25:0x40:1470)\n"
+    result = CliRunner().invoke(parse, ["-", "--format", "table"], input=text)
+    assert result.exit_code == 0
+    assert result.output.splitlines()[2].split()[:6] == [
+        "1",
+        "NVRM",
+        "RM_INIT_ADAPTER_FAILED",
+        "0000:81:00.0",
+        "yes",
+        "RESTART_BM",
+    ]
