@@ -11,6 +11,7 @@
 - `nodes{state}`                         nodes per pipeline state
 - `gpu_hours_total{bucket}`              GPU capacity integrated over time per bucket (dsx.health.goodput)
 - `fleet_goodput_ratio`                  in-service GPUs / all GPUs
+- `leader`                               1 on the replica that acts (holds the Lease, or runs alone), else 0
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class SentinelTelemetry:
         self.nodes = Gauge("dsx_sentinel_nodes", "Nodes per pipeline state", ["state"], registry=r)
         self.gpu_hours = Counter("dsx_sentinel_gpu_hours", "GPU capacity over time per bucket", ["bucket"], registry=r)
         self.goodput = Gauge("dsx_sentinel_fleet_goodput_ratio", "GPUs certified and in service / all GPUs", registry=r)
+        self.leader = Gauge("dsx_sentinel_leader", "1 while this replica acts on nodes", registry=r)
         self.stage_errors = Counter("dsx_sentinel_stage_errors", "Handler failures (retried)", ["stage"], registry=r)
         for bucket in goodput.BUCKETS:
             self.gpu_hours.labels(bucket)
