@@ -1,7 +1,8 @@
 """Area of concern: the sentinel's own endpoints and outputs — probes open; metrics, ingestion and
 status behind a bearer token (the rule `dsx serve` follows too), bad or oversized posts refused
 with one-line JSON errors, re-sent events stored once; Prometheus names and JSON log lines; and
-the one merge patch per node change (guarded by resourceVersion, taints recomputed, nothing written when nothing changes)."""
+the one merge patch per node change (guarded by resourceVersion, taints recomputed, nothing
+written when nothing changes)."""
 
 from __future__ import annotations
 
