@@ -129,7 +129,15 @@ class LeaderElector:
         log.info(
             "became leader", extra={"lease": f"{settings.namespace}/{settings.name}", "identity": settings.identity}
         )
-        self._on_started()
+        try:
+            self._on_started()
+        except Exception:
+            # half started is worse than not at all: step down the same way as a lost lease
+            log.exception("starting to lead failed", extra={"lease": f"{settings.namespace}/{settings.name}"})
+            with self._lock:
+                self.leading = False
+            self._on_stopped()
+            return
         renewed = self._monotonic()
         while not stop.wait(settings.retry_period_seconds):
             if self.try_acquire_or_renew():

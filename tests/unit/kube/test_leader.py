@@ -136,14 +136,11 @@ def test_a_leader_that_cannot_renew_within_the_deadline_steps_down() -> None:
     assert stopped.wait(5)
     thread.join(5)
     assert not thread.is_alive() and not leader.leading
-    stop.set()
 
 
 def test_a_released_lease_is_taken_at_once() -> None:
     leases, clock = FakeLeases(), Clock()
     a, b = elector(leases, "a", clock), elector(leases, "b", clock)
-    stop = threading.Event()
-    stop.set()
     assert a.try_acquire_or_renew()
     a.leading = True
     assert not b.try_acquire_or_renew()
@@ -165,3 +162,16 @@ def test_timings_must_nest(lease: float, renew: float, retry: float) -> None:
             renew_deadline_seconds=renew,
             retry_period_seconds=retry,
         )
+
+
+def test_a_leader_whose_start_fails_steps_down_instead_of_leading_half_started() -> None:
+    leases = FakeLeases()
+    stopped = threading.Event()
+
+    def broken_start() -> None:
+        raise RuntimeError("could not open the analyzer's store")
+
+    settings = ElectionSettings(namespace="dsx-system", identity="a", retry_period_seconds=0.05)
+    leader = LeaderElector(leases, settings, on_started_leading=broken_start, on_stopped_leading=stopped.set)
+    leader.run(threading.Event())
+    assert stopped.is_set() and not leader.leading
