@@ -144,6 +144,12 @@ class HardenedHandler(BaseHTTPRequestHandler):
 
     server: HardenedHTTPServer
     protocol_version = "HTTP/1.1"
+    server_version = "dsx"
+
+    def version_string(self) -> str:
+        """The Server header names no Python version."""
+        return self.server_version
+
     authenticator: ClassVar[security.TokenAuthenticator]
 
     def setup(self) -> None:

@@ -8,11 +8,16 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import select
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +31,13 @@ Start = Callable[[server.ServerLimits], int]
 """Start a server with these limits; its port."""
 
 POST_PATH = {"sentinel": "/v1/events", "api": "/v1/recipe"}
+SRC = Path(__file__).resolve().parents[3] / "src"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(params=["sentinel", "api"])
@@ -186,3 +198,32 @@ def test_one_token_rule_on_both_servers(start: Start) -> None:
     status, body = get(port, "/metrics", token=True)
     assert status == 200 and b"dsx_" in body
     assert get(port, "/v1/nothing", token=True)[0] == 404
+
+
+def test_dsx_serve_runs_the_api_on_this_server_and_stops_on_sigterm() -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(SRC), "DSX_API_TOKENS": TOKEN}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dsx", "serve", "--port", str(port)], env=env, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError):
+                status, body = get(port, "/healthz", timeout=1)
+                break
+            assert process.poll() is None and time.monotonic() < deadline, "dsx serve did not come up"
+            time.sleep(0.2)
+        assert (status, body) == (200, b"ok")
+        assert get(port, "/metrics")[0] == 401
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("GET", "/healthz")
+        response = connection.getresponse()
+        assert response.getheader("Server") == "dsx"
+        connection.close()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
