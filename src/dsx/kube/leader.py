@@ -66,8 +66,11 @@ class ElectionSettings:
 
     @property
     def request_timeout_seconds(self) -> float:
-        """Per API call: a hung renewal must not carry the leader past its renew deadline unnoticed."""
-        return max(1.0, min(self.retry_period_seconds, self.renew_deadline_seconds / 4))
+        """Per API call. A leader notices a lost lease at worst one call after its renew deadline;
+        half the margin between renew deadline and lease duration keeps that before a standby
+        can take over."""
+        margin = self.lease_duration_seconds - self.renew_deadline_seconds
+        return max(1.0, min(self.retry_period_seconds, margin / 2))
 
 
 class Leases(Protocol):
