@@ -24,7 +24,8 @@ install: $(STAMP)
 
 # Regenerate the lock: every direct and transitive dependency of .[all,collectives,dev] (plus pip and
 # hatchling) for CPython 3.11 on linux x86_64, exact versions with hashes. Commit the result.
-lock: $(STAMP)
+lock: $(PY)
+	$(PIP) install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(LOCK)  # brings uv
 	$(VENV)/bin/uv pip compile pyproject.toml hack/lock-tools.in --extra all --extra collectives --extra dev \
 	  --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	  --quiet -o $(LOCK)

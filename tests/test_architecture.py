@@ -47,7 +47,6 @@ CONFINED = {
     "lightkube": {"kube"},
     "click": {"cli"},
     "fastapi": {"api"},
-    "uvicorn": {"api", "cli"},
     "starlette": {"api"},
     "psycopg": {"store"},
     "sqlite3": {"store"},

@@ -19,7 +19,6 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "psycopg": "store",
     "fastapi": "api",
     "pydantic": "api",
-    "uvicorn": "api",
     "prometheus_client": "api",
     "pynvml": "nvml",
     "torch": "collectives",

@@ -6,6 +6,7 @@ and keeps finished reports in memory for the life of the process.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from dsx.model import certification as model
 
 if TYPE_CHECKING:
     from dsx.api.app import ApiSettings
+
+log = logging.getLogger("dsx.api.certify")
 
 MAX_NODES = 16
 """Upper bound for API-started local runs: each simulated node is a process on this host."""
@@ -82,9 +85,11 @@ def _execute(run: _Run, spec: model.Certification) -> None:
         run.failed_nodes = list(result.failed_nodes)
         run.status = result.result.value
     except DsxError as exc:
+        log.warning("certification %s incomplete: %s", run.id, exc)
         run.status, run.error = model.Result.INCOMPLETE.value, str(exc)
     except Exception as exc:  # the thread must record, not lose, what went wrong
-        run.status, run.error = model.Result.INCOMPLETE.value, f"internal error: {type(exc).__name__}"
+        log.exception("certification %s failed with an internal error", run.id)  # the traceback, in the log
+        run.status, run.error = model.Result.INCOMPLETE.value, f"internal error: {type(exc).__name__}: {exc}"
 
 
 def register(api: FastAPI, settings: ApiSettings) -> None:

@@ -12,7 +12,7 @@ import hmac
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,16 @@ from dsx.errors import BadInputError
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Paths served without a token: liveness and readiness probes only."""
+
+
+def needs_token(path: str) -> bool:
+    """The one token rule of `dsx serve` and the sentinel: every path but the two probes needs one.
+
+    /metrics included: it names nodes, stages and failure counts. A server without configured
+    tokens therefore serves only the probes.
+    """
+    return path not in OPEN_PATHS
+
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 """1 MiB: recipes and criteria are a few kB; anything larger is a mistake or an attack."""
@@ -72,7 +82,7 @@ class TokenAuthenticator:
 
 @dataclass
 class TokenBucket:
-    """Per-client token bucket; thread-safe because uvicorn may run sync routes in threads."""
+    """Per-client token bucket; thread-safe because the server runs each connection in its own thread."""
 
     rate_per_second: float = DEFAULT_RATE_PER_SECOND
     burst: int = DEFAULT_BURST
@@ -113,13 +123,11 @@ class GuardMiddleware:
         authenticator: TokenAuthenticator,
         limiter: TokenBucket,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        open_paths: Iterable[str] = OPEN_PATHS,
     ) -> None:
         self.app = app
         self.authenticator = authenticator
         self.limiter = limiter
         self.max_body_bytes = max_body_bytes
-        self.open_paths = frozenset(open_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -128,7 +136,7 @@ class GuardMiddleware:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         path = scope.get("path", "")
         client = None
-        if path not in self.open_paths:
+        if needs_token(path):
             client = self.authenticator.identify(headers.get("authorization"))
             if client is None:
                 await _reject(

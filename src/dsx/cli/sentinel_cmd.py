@@ -79,6 +79,57 @@ sentinel.add_command(parse)
 # -- run -------------------------------------------------------------------------------------------
 
 
+def _leader_election_options(command: Any) -> Any:
+    """--leader-elect and its timings (client-go's names and defaults), as keyword arguments `leader_*`."""
+    seconds = click.FloatRange(min=0.1)
+    options = [
+        click.option(
+            "--leader-elect/--no-leader-elect",
+            "leader_elect",
+            default=False,
+            show_default=True,
+            help="Act on nodes only while holding a coordination.k8s.io Lease (run several replicas).",
+        ),
+        click.option(
+            "--leader-elect-namespace",
+            "leader_namespace",
+            default=None,
+            metavar="NS",
+            help="Namespace of the Lease (default: $POD_NAMESPACE, else default).",
+        ),
+        click.option("--leader-elect-lease-name", "leader_lease_name", default="dsx-sentinel", show_default=True),
+        click.option(
+            "--leader-elect-lease-duration", "leader_lease_duration", default=15.0, show_default=True, type=seconds
+        ),
+        click.option(
+            "--leader-elect-renew-deadline", "leader_renew_deadline", default=10.0, show_default=True, type=seconds
+        ),
+        click.option(
+            "--leader-elect-retry-period", "leader_retry_period", default=2.0, show_default=True, type=seconds
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _election(leader_options: dict[str, Any]) -> Any:
+    """The ElectionSettings the `leader_*` options ask for, or None without --leader-elect."""
+    import os
+
+    from dsx.kube import leader
+
+    if not leader_options["leader_elect"]:
+        return None
+    return leader.ElectionSettings(
+        namespace=leader_options["leader_namespace"] or os.environ.get("POD_NAMESPACE") or "default",
+        name=leader_options["leader_lease_name"],
+        lease_duration_seconds=leader_options["leader_lease_duration"],
+        renew_deadline_seconds=leader_options["leader_renew_deadline"],
+        retry_period_seconds=leader_options["leader_retry_period"],
+    )
+
+
 @sentinel.command("run")
 @click.option(
     "--config",
@@ -133,6 +184,7 @@ sentinel.add_command(parse)
 @click.option(
     "--workers", default=16, show_default=True, type=click.IntRange(1, 256), help="Nodes handled in parallel per stage."
 )
+@_leader_election_options
 def run(
     config: str | None,
     store_url: str | None,
@@ -146,11 +198,15 @@ def run(
     state_dir: str | None,
     owner: str | None,
     workers: int,
+    **leader_options: Any,
 ) -> None:
-    """Run the pipeline until SIGTERM or Ctrl-C (structured JSON logs on stderr)."""
+    """Run the pipeline until SIGTERM or Ctrl-C (structured JSON logs on stderr).
+
+    With --leader-elect, replicas sharing one store elect a leader through a Lease; only the
+    leader acts on nodes, and one that loses the Lease exits with status 1 (to be restarted).
+    """
     import os
     import signal
-    import threading
 
     from dsx import settings
     from dsx.api import security
@@ -165,6 +221,7 @@ def run(
         if state_dir
         else settings.paths().state_dir / "sentinel" / (f"sim-{sim_name}" if sim_name else "default")
     )
+    election = _election(leader_options)
     options = runtime.SentinelOptions(
         policy=chosen,
         store_url=store_url or _default_store(),
@@ -174,17 +231,21 @@ def run(
         host=host,
         port=port,
         token_digests=security.load_tokens(token_file, env_var="DSX_SENTINEL_TOKENS"),
-        owner=owner or runtime.default_owner(),
+        # replicas share one owner name, so a new leader re-claims the old one's work at once
+        owner=owner or (f"dsx-sentinel/{election.name}" if election else runtime.default_owner()),
         workers=workers,
+        election=election,
     )
     sentinel_runtime = runtime.SentinelRuntime(options)
-    done = threading.Event()
+    done = sentinel_runtime.finished
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: done.set())
     sentinel_runtime.start()
     assert sentinel_runtime.http is not None
     click.echo(f"dsx sentinel: serving on http://{host}:{sentinel_runtime.http.port}", err=True)
     done.wait()
+    if sentinel_runtime.leadership_lost.is_set():
+        os._exit(1)  # another replica may act now: stop this one's work mid-step rather than overlap
     sentinel_runtime.stop()
     # handlers cut short (a remediation waiting on a node) resume at the next start: do not wait for them
     os._exit(0)

@@ -31,7 +31,12 @@ def serve(
     rate_per_second: float,
     print_openapi: bool,
 ) -> None:
-    """Serve the REST API. Every endpoint except /healthz and /readyz needs a bearer token."""
+    """Serve the REST API. Every endpoint except /healthz and /readyz needs a bearer token.
+
+    The server (shared with `dsx sentinel run`) closes a connection whose headers take over
+    10 s, whose body or response takes over 30 s, or that idles 30 s between requests, and
+    serves at most 128 connections at once (one more is answered 503).
+    """
     import json
 
     from dsx.api import app as api_app
@@ -52,7 +57,13 @@ def serve(
         return
     if not tokens:
         raise BadInputError("no API tokens: pass --token-file FILE or set DSX_API_TOKENS")
-    import uvicorn
+    from dsx.api import server
 
     click.echo(f"dsx API on http://{host}:{port} (OpenAPI at /openapi.json)", err=True)
-    uvicorn.run(application, host=host, port=port, log_level="info", server_header=False)
+    server.serve_asgi(
+        application,
+        security.TokenAuthenticator(tokens),
+        host=host,
+        port=port,
+        limits=server.ServerLimits(max_body_bytes=max_body_bytes),
+    )

@@ -14,6 +14,13 @@ Composition only — what each part decides lives in `dsx.health`. One process r
   per state and the goodput ratio;
 - the HTTP server (`dsx.controllers.http`).
 
+With leader election (`SentinelOptions.election`, `dsx.kube.leader`) several replicas share one
+store: every replica serves the HTTP endpoints (probes, metrics, status and ingestion, which
+only append to the shared store), and only the holder of the Lease runs what acts or decides
+(monitors, analyzer, stages, validations, node watch, fleet accounting). A leader that loses
+the Lease sets `leadership_lost` and `finished`; the CLI then exits at once, unfinished work is
+re-offered by the store to the next leader (same owner name).
+
 Every loop survives any exception (`dsx.controllers.loops`: logged with its traceback once,
 counted, shown by /readyz until a round succeeds), so one unreachable apiserver call, a locked
 database or a bug hit by one event never stops the others; what did not finish is re-offered
@@ -56,6 +63,7 @@ from dsx.health.monitors import kube_objects
 from dsx.health.monitors import source as monitor_source
 from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.health.policy import PIPELINE, KernelLogSource, ProviderKind, SentinelPolicy, Stage
+from dsx.kube import leader
 from dsx.kube.client import KubeClient
 from dsx.model.health import NodeState
 from dsx.store import open_store
@@ -88,6 +96,8 @@ class SentinelOptions:
     """Worker threads per stage: nodes handled in parallel."""
     fleet_interval_seconds: float = 5.0
     store_poll_seconds: float = 1.0
+    election: leader.ElectionSettings | None = None
+    """Act only while holding this Lease; None: act at once (a single replica)."""
 
 
 class SentinelRuntime:
@@ -112,6 +122,11 @@ class SentinelRuntime:
         self.joining: validation_requests.JoiningNodes | None = None
         self.kernel_monitors: list[KernelLogMonitor] = []
         self.kube_monitor: kube_objects.KubeObjectMonitor | None = None
+        self.elector: leader.LeaderElector | None = None
+        self._leases_client: KubeClient | None = None
+        self.leadership_lost = threading.Event()
+        self.finished = threading.Event()
+        """Set when the process should end: the Lease was lost (or the CLI got a signal)."""
         self.store = self._open_store()
         self.client, self.sim = self._cluster()
         self.nodes = kube_nodes.KubeNodeOps(self.client)
@@ -243,6 +258,42 @@ class SentinelRuntime:
             port=self.options.port,
         )
         self.http.start()
+        if self.options.election is None:
+            self._act()
+        else:
+            self._campaign(self.options.election)
+        self._started = True
+        log.info(
+            "sentinel started",
+            extra={
+                "port": self.http.port,
+                "stages": {s.value: vars(self.policy.switch(s)) for s in (Stage.ANALYZER, *PIPELINE, Stage.VALIDATION)},
+                "kernel_logs": len(self.kernel_monitors),
+                "owner": self.options.owner,
+                "leader_election": vars(self.options.election) if self.options.election else None,
+            },
+        )
+
+    def _campaign(self, election: leader.ElectionSettings) -> None:
+        """Stand by until this replica holds the Lease, then act; a lost Lease ends the process."""
+        leases = KubeClient(self.client.kubeconfig, request_timeout_seconds=election.request_timeout_seconds)
+        self._leases_client = leases
+        self.elector = leader.LeaderElector(
+            leases, election, on_started_leading=self._act, on_stopped_leading=self._lost_leadership
+        )
+        self.telemetry.leader.set(0)
+        elector = self.elector
+        self._spawn("leader-election", lambda: elector.run(self.stop_event))
+
+    def _lost_leadership(self) -> None:
+        self.telemetry.leader.set(0)
+        self.leadership_lost.set()
+        self.stop_event.set()
+        self.finished.set()
+
+    def _act(self) -> None:
+        """Start everything that decides or acts (at once, or when elected)."""
+        self.telemetry.leader.set(1)
         for runner in self.runners:
             self._spawn(f"stage-{runner.name}", self._stage_loop(runner))
         if self.policy.switch(Stage.ANALYZER).enabled:
@@ -266,16 +317,6 @@ class SentinelRuntime:
             self._poll_loop(self._account_fleet, self.options.fleet_interval_seconds, always_wait=True, name="fleet"),
         )
         self._spawn("store-watch", self._watch_store)
-        self._started = True
-        log.info(
-            "sentinel started",
-            extra={
-                "port": self.http.port,
-                "stages": {s.value: vars(self.policy.switch(s)) for s in (Stage.ANALYZER, *PIPELINE, Stage.VALIDATION)},
-                "kernel_logs": len(self.kernel_monitors),
-                "owner": self.options.owner,
-            },
-        )
 
     def stop(self, *, timeout_seconds: float = 10.0) -> None:
         self.stop_event.set()
@@ -292,6 +333,10 @@ class SentinelRuntime:
         for monitor in self.kernel_monitors:
             monitor.close()
         self.client.close()
+        if self.elector is not None and not self.leadership_lost.is_set():
+            self.elector.release()  # after the loops ended: a standby may act at once
+        if self._leases_client is not None:
+            self._leases_client.close()
         for opened in self._stores:
             opened.close()
         log.info("sentinel stopped", extra={"still_running": self.alive()})

@@ -14,6 +14,7 @@
 - `loop_errors_total{loop}`              exceptions a background loop caught (logged, retried)
 - `loop_failing{loop}`                   1 while a loop's last round failed (also shown by /readyz)
 - `dead_letters{stage}`                  events a stage parked after repeated errors (`dsx sentinel retry`)
+- `leader`                               1 on the replica that acts (holds the Lease, or runs alone), else 0
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class SentinelTelemetry:
         self.nodes = Gauge("dsx_sentinel_nodes", "Nodes per pipeline state", ["state"], registry=r)
         self.gpu_hours = Counter("dsx_sentinel_gpu_hours", "GPU capacity over time per bucket", ["bucket"], registry=r)
         self.goodput = Gauge("dsx_sentinel_fleet_goodput_ratio", "GPUs certified and in service / all GPUs", registry=r)
+        self.leader = Gauge("dsx_sentinel_leader", "1 while this replica acts on nodes", registry=r)
         self.stage_errors = Counter("dsx_sentinel_stage_errors", "Handler failures (retried)", ["stage"], registry=r)
         self.loop_errors = Counter(
             "dsx_sentinel_loop_errors", "Exceptions a background loop caught (logged, retried)", ["loop"], registry=r

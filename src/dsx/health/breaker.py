@@ -9,15 +9,16 @@ its first faulty node), it trips and refuses this and every later quarantine unt
 (`dsx sentinel breaker reset`). A reset also forgets the window, so the events refused while
 it was open are not replayed (NVSentinel #450).
 
-The state is a document in the event store (`save_breaker`), so a restart keeps a tripped
-breaker tripped. Times are the events' store times, so a replay trips where the live run did.
+The state is a document in the event store, so a restart keeps a tripped breaker tripped, and
+each decision is one atomic `update_breaker` (read, decide, record in one transaction), so
+sentinel replicas sharing a store admit no more than the limit between them. Times are the
+events' store times, so a replay trips where the live run did.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,7 +47,12 @@ class Admission:
 
 
 class CircuitBreaker:
-    """One breaker persisted under `name` in the store; thread-safe within the process."""
+    """One breaker persisted under `name` in the store.
+
+    Every decision is one `EventStore.update_breaker` call: read the window, decide, record,
+    in one transaction. So any number of breakers on one store (threads, sentinel replicas on
+    separate connections) admit no more than the limit between them.
+    """
 
     def __init__(
         self,
@@ -60,13 +66,9 @@ class CircuitBreaker:
         self.settings = settings
         self.name = name
         self._fleet_size = fleet_size
-        self._lock = threading.Lock()
 
     def _load(self) -> dict[str, Any]:
-        document = self.store.load_breaker(self.name)
-        if document is None:
-            return {"state": BreakerState.CLOSED.value, "window": [], "tripped_at": None, "reason": "", "resets": 0}
-        return document
+        return _or_closed(self.store.load_breaker(self.name))
 
     def state(self) -> BreakerState:
         return BreakerState(self._load()["state"])
@@ -81,37 +83,44 @@ class CircuitBreaker:
         """May `node_name` be quarantined at `at`? Records it in the window when allowed."""
         if not self.settings.enabled:
             return Admission(True, BreakerState.CLOSED, False, 0, 0)
-        with self._lock:
-            document = self._load()
-            moment = at.timestamp()
-            horizon = moment - self.settings.window_seconds
-            window = [entry for entry in document["window"] if float(entry["at"]) > horizon]
-            known = {str(entry["node"]) for entry in window}
-            fleet = max(self._fleet_size(), 1)
-            if BreakerState(document["state"]) is BreakerState.TRIPPED:
-                return Admission(False, BreakerState.TRIPPED, False, len(known), fleet, document["reason"])
-            if node_name in known:
-                return Admission(True, BreakerState.CLOSED, False, len(known), fleet)
-            count = len(known) + 1
-            percent = 100.0 * count / fleet
-            if count > allowed_nodes(fleet, self.settings.max_quarantined_percent):
-                reason = (
-                    f"quarantining {node_name} would put {count} of {fleet} GPU nodes ({percent:.1f}%) in quarantine"
-                    f" within {self.settings.window_seconds:g} s; the limit is"
-                    f" {self.settings.max_quarantined_percent:g}%"
-                )
-                document.update(state=BreakerState.TRIPPED.value, window=window, tripped_at=_format(at), reason=reason)
-                self.store.save_breaker(self.name, document)
-                return Admission(False, BreakerState.TRIPPED, True, len(known), fleet, reason)
-            window.append({"node": node_name, "at": moment})
-            document["window"] = window
-            self.store.save_breaker(self.name, document)
-            return Admission(True, BreakerState.CLOSED, False, count, fleet)
+        fleet = max(self._fleet_size(), 1)  # before the transaction: it may ask the cluster
+
+        def decide(stored: dict[str, Any] | None) -> tuple[dict[str, Any] | None, Admission]:
+            return self._decide(_or_closed(stored), node_name, at, fleet)
+
+        return self.store.update_breaker(self.name, decide)
+
+    def _decide(
+        self, document: dict[str, Any], node_name: str, at: datetime, fleet: int
+    ) -> tuple[dict[str, Any] | None, Admission]:
+        """The admission and the document to store (None: unchanged)."""
+        moment = at.timestamp()
+        horizon = moment - self.settings.window_seconds
+        window = [entry for entry in document["window"] if float(entry["at"]) > horizon]
+        known = {str(entry["node"]) for entry in window}
+        if BreakerState(document["state"]) is BreakerState.TRIPPED:
+            return None, Admission(False, BreakerState.TRIPPED, False, len(known), fleet, document["reason"])
+        if node_name in known:
+            return None, Admission(True, BreakerState.CLOSED, False, len(known), fleet)
+        count = len(known) + 1
+        percent = 100.0 * count / fleet
+        if count > allowed_nodes(fleet, self.settings.max_quarantined_percent):
+            reason = (
+                f"quarantining {node_name} would put {count} of {fleet} GPU nodes ({percent:.1f}%) in quarantine"
+                f" within {self.settings.window_seconds:g} s; the limit is"
+                f" {self.settings.max_quarantined_percent:g}%"
+            )
+            document.update(state=BreakerState.TRIPPED.value, window=window, tripped_at=_format(at), reason=reason)
+            return document, Admission(False, BreakerState.TRIPPED, True, len(known), fleet, reason)
+        window.append({"node": node_name, "at": moment})
+        document["window"] = window
+        return document, Admission(True, BreakerState.CLOSED, False, count, fleet)
 
     def reset(self) -> dict[str, Any]:
         """Close the breaker and forget the window; returns the new document."""
-        with self._lock:
-            document = self._load()
+
+        def close(stored: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+            document = _or_closed(stored)
             document.update(
                 state=BreakerState.CLOSED.value,
                 window=[],
@@ -119,8 +128,15 @@ class CircuitBreaker:
                 reason="",
                 resets=int(document.get("resets", 0)) + 1,
             )
-            self.store.save_breaker(self.name, document)
-            return document
+            return document, document
+
+        return self.store.update_breaker(self.name, close)
+
+
+def _or_closed(document: dict[str, Any] | None) -> dict[str, Any]:
+    if document is None:
+        return {"state": BreakerState.CLOSED.value, "window": [], "tripped_at": None, "reason": "", "resets": 0}
+    return document
 
 
 def allowed_nodes(fleet_size: int, max_percent: float) -> int:

@@ -23,7 +23,9 @@ The contract:
   the event and `stage_record` says IN_PROGRESS, telling the stage to check whether the
   effect already happened (is the node cordoned?) instead of doing it blindly again.
 - **Projections** the stages share: node state with its history, remediation counts,
-  validation requests (with an atomic "start at most M" step), circuit-breaker documents.
+  validation requests (with an atomic "start at most M" step), circuit-breaker documents
+  (`update_breaker` reads, decides and writes one in a single transaction, so sentinel
+  replicas sharing a store cannot both take the last free place in a breaker's window).
 - **Wake-ups**: `wait_for_events` returns as soon as a newer event may exist. It is a hint
   only (PostgreSQL NOTIFY is not durable); consumers always re-read by cursor.
 
@@ -34,10 +36,10 @@ time (lease expiry, windows) without sleeping.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from dsx.errors import ConflictError
 from dsx.model.health import HealthEvent, NodeState, require_transition
@@ -133,6 +135,12 @@ class ValidationRequest:
     requested_at: datetime
     updated_at: datetime
     detail: str
+
+
+T = TypeVar("T")
+
+BreakerChange = Callable[[dict[str, Any] | None], tuple[Mapping[str, Any] | None, T]]
+"""A decision on a breaker document: (the document to store or None to keep it, the result)."""
 
 
 class EventStore(Protocol):
@@ -251,6 +259,14 @@ class EventStore(Protocol):
     def load_breaker(self, name: str) -> dict[str, Any] | None: ...
 
     def save_breaker(self, name: str, document: Mapping[str, Any]) -> None: ...
+
+    def update_breaker(self, name: str, change: BreakerChange[T]) -> T:
+        """Atomically: read the document (None when there is none), call `change` on it, and
+        store what it returns unless that is None; returns `change`'s result.
+
+        Other writers of the same breaker, in this process or another, wait until it commits.
+        `change` runs inside the transaction: it must be quick and touch nothing outside."""
+        ...
 
     def close(self) -> None: ...
 

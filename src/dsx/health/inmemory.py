@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from dsx.errors import ConflictError, NotFoundError
 from dsx.health import eventstore
 from dsx.health.eventstore import (
     Appended,
+    BreakerChange,
     NodeStatus,
     NodeTransition,
     StageOutcome,
@@ -29,6 +30,8 @@ from dsx.health.eventstore import (
     ValidationStatus,
 )
 from dsx.model.health import HealthEvent, NodeState
+
+T = TypeVar("T")
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -308,6 +311,13 @@ class InMemoryEventStore:
     def save_breaker(self, name: str, document: Mapping[str, Any]) -> None:
         with self._lock:
             self._breakers[name] = copy.deepcopy(dict(document))
+
+    def update_breaker(self, name: str, change: BreakerChange[T]) -> T:
+        with self._lock:
+            document, result = change(self.load_breaker(name))
+            if document is not None:
+                self.save_breaker(name, document)
+            return result
 
     def close(self) -> None:
         """Nothing to release."""

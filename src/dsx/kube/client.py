@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx2
 import lightkube
@@ -28,6 +28,7 @@ from lightkube.core.resource_registry import resource_registry
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod, ServiceAccountToken
 from lightkube.types import CascadeType, PatchType
 
@@ -109,6 +110,10 @@ class Taint:
 
 def _selector(labels: Mapping[str, str] | None) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
+
+
+def _lease(document: Mapping[str, Any]) -> Lease:
+    return cast(Lease, Lease.from_dict(dict(document)))
 
 
 def _now() -> str:
@@ -488,6 +493,33 @@ class KubeClient:
             if time.monotonic() > deadline:
                 raise errors.DeadlineExceededError(f"CRD {name} not Established after {timeout_seconds:.0f} s")
             time.sleep(0.2)
+
+    # ---- leases (leader election, dsx.kube.leader) ------------------------------------------
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The coordination.k8s.io/v1 Lease, or None when there is none."""
+        with self._seam(f"get lease {namespace}/{name}"):
+            try:
+                lease: dict[str, Any] = self._api.get(Lease, name, namespace=namespace).to_dict()
+            except ApiError as exc:
+                if translation.status_of(exc)[0] == 404:
+                    return None
+                raise
+        return lease
+
+    def create_lease(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+        """Create a Lease; ConflictError when another candidate created it first."""
+        namespace, name = str(lease["metadata"]["namespace"]), str(lease["metadata"]["name"])
+        with self._seam(f"create lease {namespace}/{name}"):
+            created: dict[str, Any] = self._api.create(_lease(lease), namespace=namespace).to_dict()
+        return created
+
+    def replace_lease(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace a Lease at its metadata.resourceVersion (compare-and-swap); ConflictError when it moved on."""
+        namespace, name = str(lease["metadata"]["namespace"]), str(lease["metadata"]["name"])
+        with self._seam(f"replace lease {namespace}/{name}"):
+            replaced: dict[str, Any] = self._api.replace(_lease(lease)).to_dict()
+        return replaced
 
     # ---- generic objects -------------------------------------------------------------------
 

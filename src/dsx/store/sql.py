@@ -24,7 +24,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from dsx.errors import BadInputError, ConflictError, DsxError, InternalError, NotFoundError
 from dsx.health import eventstore
@@ -43,6 +43,8 @@ from dsx.model.health import HealthEvent, NodeState
 
 SCHEMA_VERSION = 1
 """Version of the table layout below; a store written by a newer dsx is refused."""
+
+T = TypeVar("T")
 
 _IN_CHUNK = 500
 """Keys per `IN (...)` list: well under SQLite's variable limit."""
@@ -611,11 +613,25 @@ class SqlEventStore(abc.ABC):
 
     def save_breaker(self, name: str, document: Mapping[str, Any]) -> None:
         with self.transaction(write=True) as cur:
-            cur.execute(
-                "INSERT INTO breakers (name, document, updated_at) VALUES (?, ?, ?)"
-                " ON CONFLICT (name) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at",
-                (name, _json(document), self._clock()),
-            )
+            self._put_breaker(cur, name, document)
+
+    def update_breaker(self, name: str, change: eventstore.BreakerChange[T]) -> T:
+        """Read, decide, write under the breaker's writer lock (advisory lock / BEGIN IMMEDIATE)."""
+        with self.transaction(write=True) as cur:
+            self.serialize(cur, f"breaker:{name}")
+            cur.execute(f"SELECT document FROM breakers WHERE name = ?{self.for_update}", (name,))  # noqa: S608
+            row = cur.fetchone()
+            document, result = change(None if row is None else json.loads(row[0]))
+            if document is not None:
+                self._put_breaker(cur, name, document)
+        return result
+
+    def _put_breaker(self, cur: Cursor, name: str, document: Mapping[str, Any]) -> None:
+        cur.execute(
+            "INSERT INTO breakers (name, document, updated_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at",
+            (name, _json(document), self._clock()),
+        )
 
     def __enter__(self) -> SqlEventStore:
         return self

@@ -324,6 +324,33 @@ def test_breaker_documents_round_trip(store: EventStore) -> None:
     assert store.load_breaker("other") is None
 
 
+def test_update_breaker_reads_decides_and_writes_in_one_step(store: EventStore) -> None:
+    seen: list[object] = []
+
+    def first(document: dict[str, object] | None) -> tuple[dict[str, object], str]:
+        seen.append(document)
+        return {"state": "closed", "window": [{"node": "n1", "at": 1.0}]}, "recorded"
+
+    assert store.update_breaker("quarantine", first) == "recorded"
+    assert store.update_breaker("quarantine", lambda document: (None, document)) == {
+        "state": "closed",
+        "window": [{"node": "n1", "at": 1.0}],
+    }
+    assert seen == [None]
+    assert store.load_breaker("quarantine") == {"state": "closed", "window": [{"node": "n1", "at": 1.0}]}
+
+
+def test_a_failing_breaker_decision_writes_nothing(store: EventStore) -> None:
+    store.save_breaker("quarantine", {"state": "closed", "window": []})
+
+    def broken(document: dict[str, object] | None) -> tuple[dict[str, object], None]:
+        raise ValueError("decision failed")
+
+    with pytest.raises(ValueError, match="decision failed"):
+        store.update_breaker("quarantine", broken)
+    assert store.load_breaker("quarantine") == {"state": "closed", "window": []}
+
+
 # wake-ups -----------------------------------------------------------------------------------
 
 

@@ -97,7 +97,7 @@ class SentinelProcess:
 
     def metric(self, name: str, labels: str = "") -> float:
         """One sample of /metrics (0 when absent); `labels` as Prometheus prints them, e.g. '{stage="drain"}'."""
-        _, text = self.get("/metrics")
+        _, text = self.get("/metrics", token=True)
         prefix = f"{name}{labels} "
         for line in text.decode().splitlines():
             if line.startswith(prefix):

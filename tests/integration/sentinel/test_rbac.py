@@ -24,6 +24,7 @@ from dsx.health import nodes
 from dsx.health import policy as policy_module
 from dsx.health.ports import EvictionOutcome, NodeChange, Taint
 from dsx.kube.client import KubeClient
+from dsx.kube.leader import ElectionSettings, LeaderElector
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ REQUIRED = {
     ("", "pods", "delete"),
     ("", "pods/eviction", "create"),
 }
-"""Cluster-wide; plus events create in namespace default."""
+"""Cluster-wide; plus events create in namespace default and leases get/create/update in its own."""
 
 
 def manifests(namespace: str, suffix: str, *files: str) -> list[dict[str, Any]]:
@@ -140,6 +141,13 @@ def test_the_account_can_make_every_call_the_pipeline_makes(account) -> None:
         assert ops.delete_pod(namespace, "delete-me", grace_period_seconds=0) is True
         ops.record_event(node_name, "RbacTest", "the sentinel account may record events on nodes")
         assert own.ready()
+        elector = LeaderElector(
+            own,
+            ElectionSettings(namespace=namespace, identity="rbac-test"),
+            on_started_leading=lambda: None,
+            on_stopped_leading=lambda: None,
+        )
+        assert elector.try_acquire_or_renew() and elector.try_acquire_or_renew()  # create, then get + update
     finally:
         admin.delete("v1", "Node", node_name)
 
@@ -164,7 +172,10 @@ def test_nothing_around_those_calls_is_allowed(account) -> None:
         ("list", "namespaces", {}),
         ("create", "clusterrolebindings", {"group": "rbac.authorization.k8s.io"}),
         ("delete", "deployments", {"group": "apps", "namespace": namespace}),
-        ("create", "leases", {"group": "coordination.k8s.io", "namespace": namespace}),
+        ("create", "leases", {"group": "coordination.k8s.io", "namespace": "default"}),
+        ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
+        ("delete", "leases", {"group": "coordination.k8s.io", "namespace": namespace}),
+        ("list", "leases", {"group": "coordination.k8s.io", "namespace": namespace}),
     ]
     leaks = [
         (verb, resource, where)

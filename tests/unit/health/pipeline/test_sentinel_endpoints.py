@@ -1,7 +1,8 @@
-"""Area of concern: the sentinel's own endpoints and outputs — probes and metrics open, ingestion and
-status behind a bearer token, bad or oversized posts refused with one-line JSON errors, re-sent
-events stored once; Prometheus names and JSON log lines; and the one merge patch per node change
-(guarded by resourceVersion, taints recomputed, nothing written when nothing changes)."""
+"""Area of concern: the sentinel's own endpoints and outputs — probes open; metrics, ingestion and
+status behind a bearer token (the rule `dsx serve` follows too), bad or oversized posts refused
+with one-line JSON errors, re-sent events stored once; Prometheus names and JSON log lines; and
+the one merge patch per node change (guarded by resourceVersion, taints recomputed, nothing
+written when nothing changes)."""
 
 from __future__ import annotations
 
@@ -67,11 +68,12 @@ def call(url: str, *, body: bytes | None = None, token: str | None = TOKEN) -> t
         return exc.code, exc.read()
 
 
-def test_probes_and_metrics_need_no_token(server) -> None:
+def test_probes_need_no_token_and_metrics_need_one(server) -> None:
     base, _, _ = server
     assert call(f"{base}/healthz", token=None) == (200, b"ok\n")
     assert call(f"{base}/readyz", token=None) == (503, b"starting\n")
-    status, text = call(f"{base}/metrics", token=None)
+    assert call(f"{base}/metrics", token=None)[0] == 401
+    status, text = call(f"{base}/metrics")
     assert status == 200 and b"dsx_sentinel_fleet_goodput_ratio" in text
 
 
