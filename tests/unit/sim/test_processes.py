@@ -4,7 +4,9 @@ process groups, so a reused PID is never signalled and nothing survives a stop."
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -49,12 +51,12 @@ def test_records_round_trip_and_logs_are_tailed(tmp_path: Path) -> None:
 def test_how_a_finished_component_ended_is_told(tmp_path: Path) -> None:
     failing = processes.start("etcd", ["/bin/sh", "-c", "echo boom; exit 3"], tmp_path / "etcd.log")
     killed = _sleeper(tmp_path, str(tmp_path / "marker-c"))
-    processes.stop([killed], grace_seconds=0)  # SIGTERM to the group
-    for _ in range(100):
-        if not processes.alive(failing):
+    os.killpg(killed.pid, signal.SIGTERM)
+    for _ in range(200):
+        if not processes.alive(failing) and not processes.alive(killed):
             break
         time.sleep(0.05)
-    assert not processes.alive(failing)
+    assert not processes.alive(failing) and not processes.alive(killed)
     assert processes.exit_description(failing) == "exited with status 3"
     assert processes.exit_description(killed) == "was killed by SIGTERM"
     stranger = processes.ProcessRecord("kwok", 1 << 22, 0, str(tmp_path / "kwok.log"))  # not our child
