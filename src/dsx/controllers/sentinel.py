@@ -198,7 +198,7 @@ class SentinelRuntime:
     def _kernel_monitor(self, source: KernelLogSource) -> KernelLogMonitor:
         reader: LineReader
         if source.journal:
-            reader = JournalReader()
+            reader = JournalReader(from_end=self.policy.monitors.start_at_end)
         else:
             reader = FileFollower(source.path, from_end=self.policy.monitors.start_at_end)
         state = self.options.state_dir / "monitors" / f"kernel-log-{source.node}.json"
