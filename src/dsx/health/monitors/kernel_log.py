@@ -329,7 +329,12 @@ class JournalReader:
         except OSError as exc:
             raise UnavailableError(f"journalctl: {exc}") from exc
         expired = threading.Event()
-        watchdog = threading.Timer(self._timeout_seconds, lambda: (expired.set(), process.kill()))
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        watchdog = threading.Timer(self._timeout_seconds, expire)
         watchdog.start()
         lines: list[LogLine] = []
         try:
