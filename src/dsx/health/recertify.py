@@ -30,9 +30,11 @@ import dataclasses
 import json
 import sys
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dsx import serialization
 from dsx.errors import BadInputError, ConflictError
 from dsx.health import incidents, nodes, stages, validation_requests
 from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent, ValidationStatus
@@ -93,7 +95,7 @@ class ClusterRecertifier:
         self.tolerations = tuple(tolerations)
 
     def recertify(self, request: RecertificationRequest) -> RecertificationResult:
-        from dsx.certify.kubernetes import KubernetesExecutor
+        from dsx.certify import kubernetes
 
         found = {n.name: n for n in self.read_nodes()}
         detail: dict[str, Any] = {
@@ -108,9 +110,14 @@ class ClusterRecertifier:
         # the sentinel's own cordon must not exclude the node from its own test; its pods tolerate it
         members = [dataclasses.replace(node, unschedulable=False), *(found[p] for p in request.peers if p in found)]
         ranks = node.allocatable_gpus or 1  # every GPU of the node: any of them may be the one that failed
-        with KubernetesExecutor(
+        certification_id = _certification_id(request)
+        if request.request_id:  # a sentinel stopped mid-run left these Jobs on the node, holding its GPUs
+            for sequence in range(1, len(request.categories) + len(request.group_categories) + 1):
+                self.launcher.delete(kubernetes.run_name(certification_id, sequence))
+        with kubernetes.KubernetesExecutor(
             self.launcher,
             members,
+            certification_id=certification_id,
             image=self.settings.image,
             interconnect=self.settings.interconnect,
             tolerations=self.tolerations,
@@ -119,6 +126,13 @@ class ClusterRecertifier:
             names = {m.name: m.name for m in members}
             failed = _certify(request, self.settings, executor, names, ranks=ranks, group_ranks=ranks, detail=detail)
         return RecertificationResult(failed is None, failed or "", detail)
+
+
+def _certification_id(request: RecertificationRequest) -> str:
+    """Per stored request, the same on every attempt (so a re-run finds its leftovers); else random."""
+    if not request.request_id:
+        return uuid.uuid4().hex[:8]
+    return serialization.digest([request.node_name, request.request_id]).removeprefix("sha256:")[:8]
 
 
 class LocalRecertifier:

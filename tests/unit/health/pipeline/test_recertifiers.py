@@ -96,6 +96,20 @@ def test_a_pod_that_printed_nothing_fails_and_a_vanished_node_fails() -> None:
     assert launcher.created == {}
 
 
+def test_a_rerun_of_the_same_request_first_removes_what_an_interrupted_attempt_left() -> None:
+    launcher = FakeJobLauncher(logs_by_node={"n3": NCCL_LOG})
+    recertifier = _recertifier("value >= 300.0", launcher)
+    stored = dataclasses.replace(LOOPBACK, request_id=7)
+    assert recertifier.recertify(stored).passed
+    (name,) = launcher.created  # the same names on every attempt of request 7
+    launcher.deleted.clear()
+    assert recertifier.recertify(stored).passed  # as after a restart that cut the first attempt short
+    assert list(launcher.created) == [name]
+    assert launcher.deleted == [name, name]  # the leftover before the run, the run itself after it
+    recertifier.recertify(dataclasses.replace(stored, request_id=8))
+    assert len(launcher.created) == 2  # another request: other names
+
+
 def test_tolerations_cover_what_the_sentinel_holds_a_node_with_and_nothing_else() -> None:
     chosen = policy_with()
     rule = policy_module.RuleSet("gpu-fault", taints=(Taint("example.com/broken", TaintEffect.NO_EXECUTE),))
