@@ -96,6 +96,15 @@ def test_a_pod_that_printed_nothing_fails_and_a_vanished_node_fails() -> None:
     assert launcher.created == {}
 
 
+def test_a_joining_node_runs_alone_then_beside_its_known_good_peer() -> None:
+    launcher = FakeJobLauncher(logs_by_node={"n3": NCCL_LOG, "n4": ""})
+    joining = RecertificationRequest("n3", ("nccl-loopback",), peers=("n4",), group_categories=("nccl-all-reduce",))
+    result = _recertifier("value >= 300.0", launcher).recertify(joining)
+    assert result.passed, result.reason
+    assert [launcher.nodes_of(run) for run in launcher.created] == [["n3"], ["n3", "n4"]]  # rank 0: the new node
+    assert result.detail["peers"] == ["n4"]
+
+
 def test_a_rerun_of_the_same_request_first_removes_what_an_interrupted_attempt_left() -> None:
     launcher = FakeJobLauncher(logs_by_node={"n3": NCCL_LOG})
     recertifier = _recertifier("value >= 300.0", launcher)
