@@ -26,8 +26,8 @@ from dsx import errors
 from dsx.controllers import kube_nodes
 from dsx.controllers.sentinel import SentinelOptions, SentinelParts, SentinelRuntime
 from dsx.health import recertify, remediation
-from dsx.health.policy import KernelLogSource, ProviderKind, SentinelPolicy, Stage
-from dsx.health.ports import Recertifier
+from dsx.health.policy import KernelLogSource, ProviderKind, ProviderSettings, SentinelPolicy, Stage
+from dsx.health.ports import NodeOps, Recertifier, RemediationProvider
 from dsx.kube.client import KubeClient
 
 SIM_PROVIDER_TIMEOUT_SECONDS = 120.0
@@ -78,9 +78,7 @@ def real(policy: SentinelPolicy, kubeconfig: Path | None) -> SentinelParts:
             lambda: certify_jobs.candidate_nodes(client),
             tolerations=recertify.held_tolerations(policy),
         )
-    provider = remediation.build_provider(
-        policy.remediation.provider, kube_nodes.KubeNodeOps(client), sim_not_ready_annotation=_not_ready_annotation()
-    )
+    provider = _provider(policy.remediation.provider, kube_nodes.KubeNodeOps(client))
     return SentinelParts(client, provider, recertifier, policy.monitors.kernel_logs)
 
 
@@ -105,9 +103,7 @@ def simulated(policy: SentinelPolicy, choice: ClusterChoice) -> SentinelParts:
             provider_settings, kind=ProviderKind.SIM, timeout_seconds=SIM_PROVIDER_TIMEOUT_SECONDS
         )
     client = sim.client()
-    provider = remediation.build_provider(
-        provider_settings, kube_nodes.KubeNodeOps(client), sim_not_ready_annotation=_not_ready_annotation()
-    )
+    provider = _provider(provider_settings, kube_nodes.KubeNodeOps(client))
     recertifier: Recertifier | None = None
     if _certification_needed(policy) or policy.switch(Stage.VALIDATION).enabled:
         recertifier = recertify.LocalRecertifier(policy.certification)
@@ -119,11 +115,13 @@ def _certification_needed(policy: SentinelPolicy) -> list[str]:
     return [s.value for s in (Stage.RECERTIFY, Stage.VALIDATION) if policy.switch(s).acting]
 
 
-def _not_ready_annotation() -> str:
-    """How the `sim` provider takes a simulated node down (a policy may name that provider on any cluster)."""
-    from dsx.sim import faults
+def _provider(settings: ProviderSettings, node_ops: NodeOps) -> RemediationProvider:
+    """The policy's provider; `sim` (simulated nodes only: a reboot is a NotReady → Ready cycle) is the simulator's."""
+    if settings.kind is ProviderKind.SIM:
+        from dsx.sim.remediation import SimProvider
 
-    return faults.NOT_READY_ANNOTATION
+        return SimProvider(node_ops, timeout_seconds=settings.timeout_seconds)
+    return remediation.build_provider(settings)
 
 
 def _default_kubeconfig() -> Path | None:
