@@ -6,8 +6,8 @@ cluster, three ports need something behind them, and each choice is made once, b
 - recertifier — real: `ClusterRecertifier`, the certify engine's Kubernetes executor running
   the node-level categories in Jobs pinned to the node (`certification.image`); sim:
   `LocalRecertifier`, the node played by local processes;
-- remediation provider — the policy's (`none` escalates to a person); on a sim, `sim` when the
-  policy names none;
+- remediation provider — the policy's (`none` escalates to a person); its `sim` kind is the
+  simulator's own (`dsx.sim.remediation`), also chosen on a sim when the policy names none;
 - kernel logs — the policy's `monitors.kernel_logs`; on a sim, also every simulated node's kern.log.
 
 A real cluster never gets a stand-in: with `recertify` or `validation` acting and no workload
