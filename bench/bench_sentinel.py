@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from dsx import serialization
 from dsx.api import security
-from dsx.controllers import sentinel
+from dsx.controllers import sentinel, sentinel_wiring
 from dsx.health import policy as policy_module
 from dsx.kube.client import KubeClient
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, RecommendedAction
@@ -103,7 +103,6 @@ def runtime(folder: Path, kubeconfig: Path, label: str, kernel_logs: dict[str, P
     options = sentinel.SentinelOptions(
         policy=chosen,
         store_url=f"sqlite:///{folder / f'{label}.db'}",
-        kubeconfig=kubeconfig,
         state_dir=folder / f"{label}-state",
         port=0,
         token_digests=security.load_tokens(None, env_var="DSX_BENCH_NO_TOKENS")
@@ -111,7 +110,7 @@ def runtime(folder: Path, kubeconfig: Path, label: str, kernel_logs: dict[str, P
         owner=f"bench-{label}",
         workers=32,
     )
-    return sentinel.SentinelRuntime(options)
+    return sentinel_wiring.build(options, sentinel_wiring.ClusterChoice(kubeconfig=kubeconfig))
 
 
 def measure_latency(folder: Path, client: KubeClient, kubeconfig: Path) -> list[float]:

@@ -83,8 +83,12 @@ def render(
     certification_id: str,
     image: str = DEFAULT_IMAGE,
     interconnect: str = "",
+    tolerations: Sequence[Mapping[str, str]] = (),
 ) -> list[dict[str, Any]]:
-    """The headless Service and one Job per node of `run`, named after `name`."""
+    """The headless Service and one Job per node of `run`, named after `name`.
+
+    `tolerations` are added to the GPU one: a caller that certifies a node it holds out of
+    service itself (the sentinel: cordoned, tainted) lets its own pods onto that node."""
     members = [nodes.get(n, model.CandidateNode(n)) for n in run.nodes]
     platform = platform_for(members, interconnect)
     labels = {CERTIFICATION_LABEL: certification_id, RUN_LABEL: name}
@@ -119,7 +123,7 @@ def render(
                     "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
                     "template": {
                         "metadata": {"labels": pod_labels, "annotations": dict(annotations)},
-                        "spec": _pod_spec(run, name, index, node, platform, image, args),
+                        "spec": _pod_spec(run, name, index, node, platform, image, args, tolerations),
                     },
                 },
             }
@@ -135,6 +139,7 @@ def _pod_spec(
     platform: catalog.Platform,
     image: str,
     args: Sequence[str],
+    tolerations: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     resources = {GPU_RESOURCE: str(run.ranks_per_node)}
     for resource in platform.request_all_of:
@@ -173,7 +178,10 @@ def _pod_spec(
         "nodeSelector": {HOSTNAME_LABEL: node.name},
         "hostname": f"{name}-{index}",
         "subdomain": name,
-        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [
+            {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+            *(dict(t) for t in tolerations),
+        ],
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
@@ -191,8 +199,10 @@ class KubernetesExecutor:
         certification_id: str | None = None,
         image: str = DEFAULT_IMAGE,
         interconnect: str = "",
+        tolerations: Sequence[Mapping[str, str]] = (),
     ) -> None:
         self.launcher = launcher
+        self.tolerations = tuple(tolerations)
         self.certification_id = certification_id or new_certification_id()
         self.image = image
         self.interconnect = interconnect
@@ -211,6 +221,7 @@ class KubernetesExecutor:
             certification_id=self.certification_id,
             image=self.image,
             interconnect=self.interconnect,
+            tolerations=self.tolerations,
         )
 
     def run(self, runs: Sequence[WorkloadRun]) -> list[RunOutcome]:

@@ -159,6 +159,12 @@ def _election(leader_options: dict[str, Any]) -> Any:
     default=None,
     help="Cluster to act on (default: KUBECONFIG, ~/.kube/config).",
 )
+@click.option(
+    "--image",
+    default=None,
+    metavar="IMAGE",
+    help="Workload image (dsx[collectives]) that certifies nodes on a real cluster; overrides certification.image.",
+)
 @click.option("--dry-run", is_flag=True, help="Record what every stage would do; change nothing.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address of the HTTP endpoints.")
 @click.option(
@@ -191,6 +197,7 @@ def run(
     enable: str,
     sim_name: str | None,
     kubeconfig: str | None,
+    image: str | None,
     dry_run: bool,
     host: str,
     port: int,
@@ -205,17 +212,23 @@ def run(
     With --leader-elect, replicas sharing one store elect a leader through a Lease; only the
     leader acts on nodes, and one that loses the Lease exits with status 1 (to be restarted).
     """
+    import dataclasses
     import os
     import signal
 
     from dsx import settings
     from dsx.api import security
     from dsx.controllers import sentinel as runtime
-    from dsx.controllers import telemetry
+    from dsx.controllers import sentinel_wiring, telemetry
+    from dsx.errors import BadInputError
     from dsx.health import policy as policy_module
 
+    if sim_name and kubeconfig:
+        raise BadInputError("sentinel run: give --sim NAME or --kubeconfig FILE, not both")
     telemetry.configure_json_logging()
     chosen = policy_module.load(config).with_overrides(enable=policy_module.parse_stages(enable), dry_run=dry_run)
+    if image:
+        chosen = dataclasses.replace(chosen, certification=dataclasses.replace(chosen.certification, image=image))
     folder = (
         Path(state_dir)
         if state_dir
@@ -225,8 +238,6 @@ def run(
     options = runtime.SentinelOptions(
         policy=chosen,
         store_url=store_url or _default_store(),
-        kubeconfig=Path(kubeconfig) if kubeconfig else None,
-        sim_name=sim_name,
         state_dir=folder,
         host=host,
         port=port,
@@ -236,7 +247,8 @@ def run(
         workers=workers,
         election=election,
     )
-    sentinel_runtime = runtime.SentinelRuntime(options)
+    choice = sentinel_wiring.ClusterChoice(kubeconfig=Path(kubeconfig) if kubeconfig else None, sim_name=sim_name)
+    sentinel_runtime = sentinel_wiring.build(options, choice)
     done = sentinel_runtime.finished
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: done.set())

@@ -1,6 +1,9 @@
 """The sentinel runtime: monitors, analyzer and pipeline stages over one store and one cluster.
 
-Composition only — what each part decides lives in `dsx.health`. One process runs:
+Composition only — what each part decides lives in `dsx.health`, and what stands behind each
+port (the cluster, the remediation provider, the recertifier, the kernel logs; real or
+simulated) is chosen by the composition root, `dsx.controllers.sentinel_wiring`, and handed
+in as `SentinelParts`. One process runs:
 
 - **monitors** in-process: kernel logs (files or journald, persisted cursors under the state
   directory), the Kubernetes-object policies over a node watch, and the ingestion endpoint for
@@ -30,9 +33,7 @@ the loops; work cut short is resumed by the next start (same owner name).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 import socket
 import threading
 import time
@@ -62,7 +63,8 @@ from dsx.health.eventstore import EventStore
 from dsx.health.monitors import kube_objects
 from dsx.health.monitors import source as monitor_source
 from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
-from dsx.health.policy import PIPELINE, KernelLogSource, ProviderKind, SentinelPolicy, Stage
+from dsx.health.policy import PIPELINE, KernelLogSource, SentinelPolicy, Stage
+from dsx.health.ports import Recertifier, RemediationProvider
 from dsx.kube import leader
 from dsx.kube.client import KubeClient
 from dsx.model.health import NodeState
@@ -82,10 +84,6 @@ def default_owner() -> str:
 class SentinelOptions:
     policy: SentinelPolicy
     store_url: str
-    kubeconfig: Path | None = None
-    sim_name: str | None = None
-    sim_root: Path | None = None
-    """Where simulated clusters live (default: the dsx state directory's sim/)."""
     state_dir: Path = field(default_factory=lambda: settings.paths().state_dir / "sentinel")
     """Monitor cursors and other local state."""
     host: str = "127.0.0.1"
@@ -100,11 +98,28 @@ class SentinelOptions:
     """Act only while holding this Lease; None: act at once (a single replica)."""
 
 
-class SentinelRuntime:
-    """Build with options, `start()`, then `stop()`; see the module docstring."""
+@dataclass(frozen=True)
+class SentinelParts:
+    """What stands behind the runtime's ports, chosen once by `dsx.controllers.sentinel_wiring`."""
 
-    def __init__(self, options: SentinelOptions) -> None:
+    client: KubeClient
+    """The cluster; closed by `SentinelRuntime.stop()`."""
+    provider: RemediationProvider
+    recertifier: Recertifier | None
+    """Runs re-certification and validation requests; None only when neither may act."""
+    kernel_logs: tuple[KernelLogSource, ...] = ()
+    """Every kernel log followed in-process: the policy's, plus those the cluster brings."""
+
+
+class SentinelRuntime:
+    """Build with options and parts, `start()`, then `stop()`; see the module docstring."""
+
+    def __init__(self, options: SentinelOptions, parts: SentinelParts) -> None:
+        acting = [s.value for s in (Stage.RECERTIFY, Stage.VALIDATION) if options.policy.switch(s).acting]
+        if acting and parts.recertifier is None:
+            raise errors.BadInputError(f"sentinel: {' and '.join(acting)} act but no recertifier was configured")
         self.options = options
+        self.parts = parts
         self.policy = options.policy
         self.telemetry = telemetry.SentinelTelemetry()
         self.loops = loops.LoopHealth(self.telemetry)
@@ -128,7 +143,7 @@ class SentinelRuntime:
         self.finished = threading.Event()
         """Set when the process should end: the Lease was lost (or the CLI got a signal)."""
         self.store = self._open_store()
-        self.client, self.sim = self._cluster()
+        self.client = parts.client
         self.nodes = kube_nodes.KubeNodeOps(self.client)
 
     # -- construction ---------------------------------------------------------------------------
@@ -140,42 +155,6 @@ class SentinelRuntime:
         opened = open_store(self.options.store_url)
         self._stores.append(opened)
         return opened
-
-    def _cluster(self) -> tuple[KubeClient, Any]:
-        if self.options.sim_name:
-            from dsx.sim.cluster import SimCluster
-
-            sim = SimCluster(self.options.sim_name, root=self.options.sim_root)
-            if sim.load_state() is None:
-                raise errors.NotFoundError(
-                    f"--sim {self.options.sim_name}: no simulated cluster by that name; start it with `dsx sim up`"
-                )
-            return sim.client(), sim
-        kubeconfig = self.options.kubeconfig or _default_kubeconfig()
-        if kubeconfig is None:
-            raise errors.BadInputError(
-                "sentinel run: no cluster: give --kubeconfig FILE or --sim NAME (or set KUBECONFIG)"
-            )
-        return KubeClient(kubeconfig), None
-
-    def _provider(self) -> Any:
-        from dsx.sim import faults
-
-        provider_settings = self.policy.remediation.provider
-        if self.sim is not None and provider_settings.kind is ProviderKind.NONE:
-            provider_settings = dataclasses.replace(provider_settings, kind=ProviderKind.SIM, timeout_seconds=120.0)
-        return remediation.build_provider(
-            provider_settings, self.nodes, sim_not_ready_annotation=faults.NOT_READY_ANNOTATION
-        )
-
-    def _kernel_log_sources(self) -> list[KernelLogSource]:
-        sources = list(self.policy.monitors.kernel_logs)
-        if self.sim is not None:
-            known = {s.node for s in sources}
-            for name in self.sim.status().node_names:
-                if name not in known:
-                    sources.append(KernelLogSource(name, str(self.sim.kernel_log(name))))
-        return sources
 
     def _build(self) -> None:
         policy, options = self.policy, self.options
@@ -194,7 +173,7 @@ class SentinelRuntime:
         handlers: list[stages.StageHandler] = [
             self.quarantine,
             drain.DrainHandler(drain_store, self.nodes, policy, self.telemetry),
-            remediation.RemediationHandler(remediation_store, self.nodes, policy, self._provider(), self.telemetry),
+            remediation.RemediationHandler(remediation_store, self.nodes, policy, self.parts.provider, self.telemetry),
             recertify.RecertifyHandler(recertify_store, self.nodes, policy, self.telemetry),
         ]
         stores = [quarantine_store, drain_store, remediation_store, recertify_store]
@@ -204,16 +183,15 @@ class SentinelRuntime:
             )
             for s, h in zip(stores, handlers, strict=True)
         ]
-        if policy.switch(Stage.RECERTIFY).acting or policy.switch(Stage.VALIDATION).enabled:
-            certifier = recertify.LocalRecertifier(policy.certification)
+        if self.parts.recertifier is not None:
             self.validations = validation_requests.ValidationRunner(
-                self._open_store(), self.nodes, policy, certifier, self.telemetry
+                self._open_store(), self.nodes, policy, self.parts.recertifier, self.telemetry
             )
         if policy.switch(Stage.VALIDATION).enabled:
             self.joining = validation_requests.JoiningNodes(self.store, self.nodes, policy, self.telemetry)
         if policy.monitors.kube_objects:
             self.kube_monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
-        sources = self._kernel_log_sources()
+        sources = self.parts.kernel_logs
         labels = self._node_labels() if any(not source.driver_version for source in sources) else {}
         for source in sources:
             self.kernel_monitors.append(self._kernel_monitor(source, labels.get(source.node, {})))
@@ -221,7 +199,7 @@ class SentinelRuntime:
     def _kernel_monitor(self, source: KernelLogSource, labels: dict[str, str]) -> KernelLogMonitor:
         reader: LineReader
         if source.journal:
-            reader = JournalReader()
+            reader = JournalReader(from_end=self.policy.monitors.start_at_end)
         else:
             reader = FileFollower(source.path, from_end=self.policy.monitors.start_at_end)
         state = self.options.state_dir / "monitors" / f"kernel-log-{source.node}.json"
@@ -497,11 +475,3 @@ class SentinelRuntime:
 def status_document(store: EventStore, gate: breaker.CircuitBreaker | None) -> dict[str, Any]:
     """The pipeline status document (`dsx.health.pipeline_status.document`), for callers of the runtime."""
     return pipeline_status.document(store, gate)
-
-
-def _default_kubeconfig() -> Path | None:
-    explicit = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    for candidate in (explicit, str(Path.home() / ".kube" / "config")):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    return None

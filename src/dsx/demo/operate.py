@@ -115,7 +115,7 @@ class Steps:
         if missing is not None:
             raise errors.UnavailableError(f"cannot start the sentinel: {missing}")
         from dsx.controllers import sentinel as runtime_module
-        from dsx.controllers import telemetry
+        from dsx.controllers import sentinel_wiring, telemetry
         from dsx.health import policy as policy_module
         from dsx.store import open_store
 
@@ -131,13 +131,12 @@ class Steps:
         options = runtime_module.SentinelOptions(
             policy=chosen,
             store_url=store_url,
-            sim_name=demo.cluster.name,
-            sim_root=demo.cluster.root,
             state_dir=folder / "state",
             port=0,
             owner=OWNER,
         )
-        self.runtime = runtime_module.SentinelRuntime(options)
+        choice = sentinel_wiring.ClusterChoice(sim_name=demo.cluster.name, sim_root=demo.cluster.root)
+        self.runtime = sentinel_wiring.build(options, choice)
         self.runtime.start()
         self.store = open_store(store_url)
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +28,14 @@ from dsx import catalog, cel, serialization
 from dsx.errors import BadInputError, allowed_values_message
 from dsx.health import nodes, xid
 from dsx.health.ports import RemediationKind, Taint, TaintEffect
-from dsx.model.certification import FaultKind, Scale
+from dsx.model.certification import FaultKind, Metric, Scale
 from dsx.model.health import RecommendedAction
 
 API_VERSION = "dsx.health/v1alpha1"
 KIND = "SentinelPolicy"
 DEFAULT_PATH = catalog.path("rules", "sentinel-default.yaml")
 RULE_VARIABLES = ("event", "node")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class Stage(enum.StrEnum):
@@ -170,6 +172,8 @@ class CategoryChoice:
 
 
 NOT_YET_CERTIFIED = Taint(f"{nodes.PREFIX}/not-yet-certified", TaintEffect.NO_SCHEDULE)
+DEFAULT_RUN_NAMESPACE = "dsx-runs"
+"""Where certification Jobs run unless `certification.namespace` says otherwise (as `dsx certify run`)."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,15 @@ class CertificationSettings:
     """Node → fault the local executor injects into that node's runs (tests and demos)."""
     taint: Taint = field(default_factory=lambda: NOT_YET_CERTIFIED)
     """Holds a joining (or re-validated) node out of scheduling until it passes."""
+    image: str = ""
+    """On a cluster: the workload image (dsx[collectives], torch with CUDA) the node's pods run.
+    Required there for `recertify` and `validation` to act; `sentinel run --image` overrides it."""
+    namespace: str = DEFAULT_RUN_NAMESPACE
+    """On a cluster: where the certification Jobs run."""
+    interconnect: str = ""
+    """On a cluster: the network platform (efa, infiniband, roce, tcpxo…); empty: detected from the nodes."""
+    thresholds: Mapping[Metric, str] = field(default_factory=dict)
+    """Metric → CEL expression over `value`, replacing the catalog's threshold for every category."""
 
 
 @dataclass(frozen=True)
@@ -399,6 +412,10 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> SentinelPolicy:
                     "max_running",
                     "inject",
                     "taint",
+                    "image",
+                    "namespace",
+                    "interconnect",
+                    "thresholds",
                 ),
             )
         ),
@@ -572,6 +589,17 @@ def _certification(section: _Fields) -> CertificationSettings:
     taint = defaults.taint
     if "taint" in section.raw:
         taint = Taint.from_dict(section.raw["taint"], source=section.at("taint"))
+    thresholds: dict[Metric, str] = {}
+    for metric, expression in section.string_map("thresholds").items():
+        if metric not in [m.value for m in Metric]:
+            raise BadInputError(
+                allowed_values_message(section.at("thresholds"), "metric", metric, [m.value for m in Metric])
+            )
+        cel.compile_expression(expression, ("value", "reference"), origin=f"{section.at('thresholds')}.{metric}")
+        thresholds[Metric(metric)] = expression
+    namespace = section.text("namespace", defaults.namespace)
+    if not _DNS_LABEL.match(namespace):
+        raise BadInputError(f"{section.at('namespace')}: {namespace!r} is not a namespace name (a DNS label)")
     return CertificationSettings(
         categories=categories,
         group_categories=group,
@@ -582,6 +610,10 @@ def _certification(section: _Fields) -> CertificationSettings:
         max_running=section.integer("max_running", defaults.max_running, minimum=1),
         inject=inject,
         taint=taint,
+        image=section.text("image"),
+        namespace=namespace,
+        interconnect=section.text("interconnect"),
+        thresholds=thresholds,
     )
 
 

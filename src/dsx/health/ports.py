@@ -244,6 +244,9 @@ class RecertificationRequest:
     peers: tuple[str, ...] = ()
     """Known-good nodes the node is tested alongside in `group_categories`."""
     group_categories: tuple[str, ...] = ()
+    request_id: int = 0
+    """The stored validation request (0: none); a re-run of the same request after a restart
+    finds and removes what its first attempt left on the cluster."""
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,8 @@ re-sends the same id, which providers treat as a repeat (at-least-once, idempote
 After success the stage appends a `NodeRemediated` event (the analyzer counts them: five in a
 week escalate to CONTACT_SUPPORT) and hands the node to re-certification.
 
-Providers:
-- `SimProvider` — `dsx sim` nodes: a reboot makes the node NotReady (through the simulator's
-  fault annotation) and waits for it to report Ready again; a GPU reset is recorded only;
+Providers (the sentinel's composition root builds the one the policy names; the `sim` kind is
+`dsx.sim.remediation.SimProvider`, for simulated nodes):
 - `ScriptProvider` — bare metal: runs an argument list (never a shell string), placeholders
   `{node}`, `{kind}`, `{request_id}`, `{gpus}`, `{reason}` filled per argument, the request as
   JSON on stdin; exit 0 is success;
@@ -82,57 +81,6 @@ class NoProvider:
 
     def remediate(self, request: RemediationRequest) -> RemediationResult:
         return RemediationResult(False, "no remediation provider is configured")
-
-
-class SimProvider:
-    """Remediates `dsx sim` nodes: a reboot is a NotReady → Ready cycle driven by the simulator."""
-
-    name = "sim"
-
-    def __init__(
-        self,
-        node_ops: NodeOps,
-        *,
-        not_ready_annotation: str,
-        timeout_seconds: float = 120.0,
-        poll_seconds: float = 0.2,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.nodes = node_ops
-        self.not_ready_annotation = not_ready_annotation
-        self.timeout_seconds = timeout_seconds
-        self.poll_seconds = poll_seconds
-        self._sleep, self._clock = sleep, clock
-
-    def supports(self, kind: RemediationKind) -> bool:
-        return kind in (RemediationKind.REBOOT_NODE, RemediationKind.RESET_GPU)
-
-    def remediate(self, request: RemediationRequest) -> RemediationResult:
-        name = request.node_name
-        if request.kind is RemediationKind.RESET_GPU:
-            gpus = ", ".join(request.gpus) or "all GPUs"
-            return RemediationResult(True, f"simulated GPU reset of {gpus} on {name}")
-        if request.kind is not RemediationKind.REBOOT_NODE:
-            return RemediationResult(False, f"the sim provider cannot {request.kind.value}")
-        self.nodes.change_node(name, NodeChange(annotations={self.not_ready_annotation: "true"}))
-        if not self._wait(name, want_ready=False):
-            self.nodes.change_node(name, NodeChange(annotations={self.not_ready_annotation: None}))
-            return RemediationResult(False, f"{name} did not go down within {self.timeout_seconds:g} s")
-        self.nodes.change_node(name, NodeChange(annotations={self.not_ready_annotation: None}))
-        if not self._wait(name, want_ready=True):
-            return RemediationResult(
-                False, f"{name} did not report Ready within {self.timeout_seconds:g} s of the reboot"
-            )
-        return RemediationResult(True, f"{name} rebooted (simulated) and Ready again")
-
-    def _wait(self, name: str, *, want_ready: bool) -> bool:
-        deadline = self._clock() + self.timeout_seconds
-        while self._clock() < deadline:
-            if nodes.ready(self.nodes.get_node(name)) is want_ready:
-                return True
-            self._sleep(self.poll_seconds)
-        return False
 
 
 ALL_KINDS = frozenset(RemediationKind)
@@ -235,13 +183,10 @@ class WebhookProvider:
         return RemediationResult(True, str(message or f"{self.url} accepted the request"))
 
 
-def build_provider(
-    settings: ProviderSettings, node_ops: NodeOps, *, sim_not_ready_annotation: str
-) -> RemediationProvider:
+def build_provider(settings: ProviderSettings) -> RemediationProvider:
+    """The provider for a real cluster's policy (`sim` is the simulator's own, built by the composition root)."""
     if settings.kind is ProviderKind.SIM:
-        return SimProvider(
-            node_ops, not_ready_annotation=sim_not_ready_annotation, timeout_seconds=settings.timeout_seconds
-        )
+        raise BadInputError("remediation.provider.kind: sim drives simulated nodes; it is built with the simulator")
     if settings.kind is ProviderKind.SCRIPT:
         return ScriptProvider(settings.command, timeout_seconds=settings.timeout_seconds)
     if settings.kind is ProviderKind.WEBHOOK:

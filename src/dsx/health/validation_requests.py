@@ -259,6 +259,7 @@ class ValidationRunner:
                 categories=tuple(c.name for c in self.settings.categories),
                 peers=self._peers(name) if held else (),
                 group_categories=self.settings.group_categories if held else (),
+                request_id=request.request_id,
             )
             self.observer.action("validation", "certify", name, {"request_id": request.request_id, "kind": kind.value})
             result = self.recertifier.recertify(ask)

@@ -22,8 +22,8 @@ from typing import Any
 from dsx import errors
 from dsx.sim import nodes, profiles
 from dsx.sim.cluster import SimCluster
+from dsx.sim.remediation import NOT_READY_ANNOTATION
 
-NOT_READY_ANNOTATION = "sim.dsx.run/not-ready"
 FAULT_FORMS = (
     "not-ready",
     "ready",

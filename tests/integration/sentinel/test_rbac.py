@@ -18,13 +18,17 @@ from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectRul
 from lightkube.resources.authorization_v1 import SelfSubjectRulesReview, SubjectAccessReview
 
 from dsx import serialization
+from dsx.certify import catalog, kubernetes
+from dsx.certify.executor import WorkloadRun
 from dsx.controllers.kube_nodes import KubeNodeOps
 from dsx.errors import ForbiddenError
 from dsx.health import nodes
 from dsx.health import policy as policy_module
 from dsx.health.ports import EvictionOutcome, NodeChange, Taint
 from dsx.kube.client import KubeClient
+from dsx.kube.jobs import RunLauncher
 from dsx.kube.leader import ElectionSettings, LeaderElector
+from dsx.model import certification as model
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +43,11 @@ REQUIRED = {
     ("", "pods", "list"),
     ("", "pods", "delete"),
     ("", "pods/eviction", "create"),
+    ("", "namespaces", "patch"),  # resourceNames: dsx-runs only
 }
-"""Cluster-wide; plus events create in namespace default and leases get/create/update in its own."""
+"""Cluster-wide; plus events create in namespace default, leases get/create/update in its own namespace
+and the certification runs' rules in dsx-runs."""
+RUNS = "dsx-runs"
 
 
 def manifests(namespace: str, suffix: str, *files: str) -> list[dict[str, Any]]:
@@ -148,6 +155,18 @@ def test_the_account_can_make_every_call_the_pipeline_makes(account) -> None:
             on_stopped_leading=lambda: None,
         )
         assert elector.try_acquire_or_renew() and elector.try_acquire_or_renew()  # create, then get + update
+
+        # re-certification: a Job pinned to the node and its Service, applied, read and deleted by run
+        launcher = RunLauncher(own, namespace=RUNS)
+        run = WorkloadRun("nccl-loopback/rbac", catalog.get("nccl-loopback"), (node_name,), 1, model.Timeouts(60, 60))
+        name = f"dsx-{namespace[-6:]}-1"
+        launcher.create(name, kubernetes.render(run, name, nodes={}, certification_id=namespace[-6:]))
+        assert [j["metadata"]["name"] for j in own.list("batch/v1", "Job", RUNS, labels={"dsx.run/run": name})] == [
+            f"{name}-0"
+        ]
+        launcher.pods(name)
+        launcher.delete(name)
+        assert own.list("batch/v1", "Job", RUNS, labels={"dsx.run/run": name}) == []
     finally:
         admin.delete("v1", "Node", node_name)
 
@@ -176,6 +195,12 @@ def test_nothing_around_those_calls_is_allowed(account) -> None:
         ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
         ("delete", "leases", {"group": "coordination.k8s.io", "namespace": namespace}),
         ("list", "leases", {"group": "coordination.k8s.io", "namespace": namespace}),
+        ("patch", "namespaces", {"name": "kube-system"}),
+        ("delete", "namespaces", {"name": RUNS}),
+        ("patch", "jobs", {"group": "batch", "namespace": namespace}),
+        ("get", "pods/log", {"namespace": namespace}),
+        ("create", "pods", {"namespace": RUNS}),
+        ("list", "secrets", {"namespace": RUNS}),
     ]
     leaks = [
         (verb, resource, where)
@@ -184,6 +209,7 @@ def test_nothing_around_those_calls_is_allowed(account) -> None:
     ]
     assert leaks == []
     assert allowed(admin, namespace, SENTINEL, "create", "events", namespace="default")
+    assert allowed(admin, namespace, SENTINEL, "get", "pods/log", namespace=RUNS)
     with pytest.raises(ForbiddenError):
         own.list("v1", "Secret", "kube-system")
     with pytest.raises(ForbiddenError):

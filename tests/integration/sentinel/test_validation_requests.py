@@ -1,8 +1,10 @@
 """Area of concern: validation requests on a live sentinel — a GPU node that joins the cluster is
 tainted not-yet-certified at once and released only after it passed node-level certification and
-a group test beside a known-good node (the certify engine's local executor), and a request queued
-from the command line (`request-validation`) is picked up and run by the running sentinel. The
-nodes are extra Node objects with a label of their own, deleted afterwards."""
+a group test beside a known-good node, and a request queued from the command line
+(`request-validation`) is picked up and run by the running sentinel. The sentinel runs with
+`--sim`, so certification is the local executor's (on a cluster given by `--kubeconfig` it runs
+on the node: test_recertify_on_the_node.py). The nodes are extra Node objects with a label of
+their own, deleted afterwards."""
 
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ def test_a_joining_node_is_held_until_certified_and_queued_requests_run(
         },
     )
     store_url = f"sqlite:///{tmp_path / 'events.db'}"
-    sentinel = SentinelProcess(tmp_path, policy, store_url, "--kubeconfig", str(sim_cluster.kubeconfig))
+    sentinel = SentinelProcess(tmp_path, policy, store_url, "--sim", sim_cluster.name)
     sentinel.start()
     store = open_store(store_url)
     try:

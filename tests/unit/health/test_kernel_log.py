@@ -361,6 +361,61 @@ def test_journal_entries_become_events_and_resume_after_the_cursor(tmp_path: Pat
     assert json.loads(state.read_text())["position"] == {"cursor": "s=boot1;i=7"}
 
 
+def _append_journal(journal: Path, index: int, message: str) -> None:
+    entry = {"__CURSOR": f"s=boot1;i={index}", "__REALTIME_TIMESTAMP": f"17960000{index:02d}000000", "MESSAGE": message}
+    with journal.open("a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+
+
+def test_start_at_end_skips_the_boot_so_far_and_reads_what_comes_after(tmp_path: Path, data: Path) -> None:
+    journal, state = tmp_path / "journal.jsonl", tmp_path / "state.json"
+    shutil.copyfile(data / "journal.jsonl", journal)
+    command = (sys.executable, str(data / "fake_journalctl.py"), str(journal))
+    monitor = KernelLogMonitor("n3", JournalReader(command=command, from_end=True), state, clock=lambda: READ_AT)
+    assert monitor.poll() == []  # four Xids already in this boot: not new
+    monitor.commit()
+    _append_journal(journal, 6, "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE (double bit error) ECC error")
+    (newer,) = monitor.poll()
+    monitor.commit()
+    monitor.close()
+    assert newer.error_codes == ("48",)
+    assert json.loads(state.read_text())["position"] == {"cursor": "s=boot1;i=6"}
+
+    # a restart resumes at its cursor: start_at_end applies to a first start only
+    _append_journal(journal, 7, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.")
+    restarted = KernelLogMonitor("n3", JournalReader(command=command, from_end=True), state, clock=lambda: READ_AT)
+    assert [e.error_codes for e in restarted.poll()] == [("79",)]
+
+
+def test_start_at_end_on_an_empty_boot_reads_everything_that_arrives(tmp_path: Path, data: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text("")
+    reader = JournalReader(command=(sys.executable, str(data / "fake_journalctl.py"), str(journal)), from_end=True)
+    reader.seek(None)
+    assert reader.read(10) == []
+    _append_journal(journal, 1, "first kernel line")
+    assert [line.text for line in reader.read(10)] == ["first kernel line"]
+
+
+def test_a_catch_up_is_read_one_bounded_batch_at_a_time(tmp_path: Path, data: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text(
+        "".join(
+            json.dumps({"__CURSOR": f"s=b;i={i}", "__REALTIME_TIMESTAMP": "1796000000000000", "MESSAGE": f"line {i}"})
+            + "\n"
+            for i in range(1, 2001)
+        )
+    )
+    reader = journal_reader(data, journal)
+    reader.seek(None)
+    first = reader.read(3)  # journalctl is stopped after three entries, not read to the end
+    assert [line.text for line in first] == ["line 1", "line 2", "line 3"]
+    assert [line.text for line in reader.read(2)] == ["line 4", "line 5"]
+    rest = reader.read(5000)
+    assert len(rest) == 1995 and rest[-1].position == {"cursor": "s=b;i=2000"}
+    assert reader.read(5000) == []
+
+
 def test_a_failing_journalctl_is_unavailable(tmp_path: Path, data: Path) -> None:
     journal = tmp_path / "journal.jsonl"
     shutil.copyfile(data / "journal.jsonl", journal)

@@ -11,8 +11,11 @@ Here:
   length of the last line), so a restart finds the exact line again, in the live file or in
   the rotated one, and notices a file that was replaced underneath it.
 - `JournalReader` runs `journalctl -k -o json --after-cursor CURSOR` (an argument list, never a
-  shell); with no cursor yet it reads the whole current boot, so faults logged before the
-  monitor started are seen.
+  shell) and reads at most one batch of its output, stopping journalctl there: a catch-up after
+  a long outage is paged through, never held in memory whole. With no cursor yet it starts at
+  the beginning of the current boot, so faults logged before the monitor started are seen —
+  or, with `from_end` (`monitors.start_at_end`), after the newest kernel entry at its first
+  read, so an existing boot's log is not replayed as new events.
 - `KernelLogMonitor` writes its position to a state file only after the store has the events
   (`commit`). Lines read but not yet committed are recorded as *pending* with the time they
   were read, so after a crash the same lines produce the same events (same idempotency keys):
@@ -34,6 +37,7 @@ import json
 import logging
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -295,39 +299,84 @@ class JournalReader:
         *,
         command: Sequence[str] = ("journalctl",),
         timeout_seconds: float = 30.0,
+        from_end: bool = False,
     ) -> None:
         self._command = list(command)
         self._timeout_seconds = timeout_seconds
+        self._from_end = from_end
         self._cursor: str | None = None
+        self._placed = False
+        """False until the starting point of a fresh start (boot start or newest entry) is settled."""
+
+    def _base(self) -> list[str]:
+        return [*self._command, "-k", "-o", "json", "--no-pager"]
 
     def arguments(self) -> list[str]:
         """The journalctl argument list for the current cursor."""
-        args = [*self._command, "-k", "-o", "json", "--no-pager"]
-        return [*args, "--after-cursor", self._cursor] if self._cursor else [*args, "-b"]
+        return [*self._base(), "--after-cursor", self._cursor] if self._cursor else [*self._base(), "-b"]
+
+    def newest_arguments(self) -> list[str]:
+        """The argument list that shows only the newest kernel entry of this boot (where `from_end` starts)."""
+        return [*self._base(), "-b", "-n", "1"]
 
     def seek(self, position: Position | None) -> None:
         self._cursor = None if position is None else str(position["cursor"])
+        self._placed = position is not None or not self._from_end
 
     def read(self, max_lines: int) -> list[LogLine]:
-        try:
-            done = subprocess.run(self.arguments(), capture_output=True, timeout=self._timeout_seconds, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise UnavailableError(f"journalctl: {exc}") from exc
-        if done.returncode != 0:
-            detail = done.stderr.decode(errors="replace").strip().splitlines()
-            raise UnavailableError(f"journalctl exited with {done.returncode}: {detail[0] if detail else 'no output'}")
-        lines: list[LogLine] = []
-        for number, raw in enumerate(done.stdout.splitlines(), start=1):
-            if len(lines) >= max_lines:
-                break
-            if not raw.strip():
-                continue
-            try:
-                lines.append(_journal_line(raw, number))
-            except UnavailableError as exc:  # one bad entry must not stop the cursor: skip it, say so
-                log.warning("%s; skipped", exc, extra={"line": raw[:500].decode(errors="replace")})
+        if not self._placed:
+            newest = self._run(self.newest_arguments(), 1)
+            self._cursor = str(newest[-1].position["cursor"]) if newest else None  # an empty boot: all is new
+            self._placed = True
+        lines = self._run(self.arguments(), max_lines)
         if lines:
             self._cursor = str(lines[-1].position["cursor"])
+        return lines
+
+    def _run(self, arguments: list[str], max_lines: int) -> list[LogLine]:
+        """Up to `max_lines` entries of journalctl's output; journalctl is stopped once that many were read."""
+        try:
+            process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise UnavailableError(f"journalctl: {exc}") from exc
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        watchdog = threading.Timer(self._timeout_seconds, expire)
+        watchdog.start()
+        lines: list[LogLine] = []
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            number = 0
+            while len(lines) < max_lines:
+                raw = process.stdout.readline()
+                if not raw:
+                    break
+                number += 1
+                if not raw.strip():
+                    continue
+                try:
+                    lines.append(_journal_line(raw, number))
+                except UnavailableError as exc:  # one bad entry must not stop the cursor: skip it, say so
+                    log.warning("%s; skipped", exc, extra={"line": raw[:500].decode(errors="replace")})
+            cut_short = len(lines) >= max_lines and process.poll() is None
+            if cut_short:
+                process.kill()
+            process.stdout.close()
+            detail = process.stderr.read().decode(errors="replace").strip().splitlines()
+            code = process.wait()
+        finally:
+            watchdog.cancel()
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        if expired.is_set():
+            raise UnavailableError(f"journalctl: ran past {self._timeout_seconds:g} s")
+        if code != 0 and not cut_short:
+            raise UnavailableError(f"journalctl exited with {code}: {detail[0] if detail else 'no output'}")
         return lines
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""Stand-in for `journalctl -k -o json --no-pager (-b | --after-cursor C)` over a JSONL journal file.
+"""Stand-in for `journalctl -k -o json --no-pager (-b [-n 1] | --after-cursor C)` over a JSONL journal file.
 
 Usage: fake_journalctl.py JOURNAL.jsonl [journalctl arguments]. It refuses arguments the real
 reader never sends, so a change in the argument list shows up as a failing test.
@@ -14,6 +14,8 @@ with open(journal, encoding="utf-8") as handle:
     entries = [line for line in handle.read().splitlines() if line.strip()]
 if rest == ["-b"]:
     start = 0
+elif rest == ["-b", "-n", "1"]:
+    start = max(len(entries) - 1, 0)
 elif len(rest) == 2 and rest[0] == "--after-cursor":
     marker = '"__CURSOR": "' + rest[1] + '"'
     matches = [i for i, line in enumerate(entries) if marker in line]
@@ -23,4 +25,4 @@ elif len(rest) == 2 and rest[0] == "--after-cursor":
 else:
     sys.exit(f"unexpected arguments: {args}")
 for line in entries[start:]:
-    print(line)
+    print(line, flush=True)

@@ -23,6 +23,7 @@ from dsx.health.inmemory_nodes import InMemoryNodeOps
 from dsx.health.policy import PIPELINE
 from dsx.health.ports import NodeChange, RemediationKind, RemediationRequest
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState, RecommendedAction
+from dsx.sim.remediation import SimProvider
 
 from .builders import FakeProvider, Pipeline, cluster, gpu_check, gpu_node, policy_with, xid
 
@@ -174,9 +175,7 @@ class _KwokLike(InMemoryNodeOps):
 def test_the_sim_provider_cycles_the_node_not_ready_then_ready() -> None:
     fleet = _KwokLike([gpu_node("n1")])
     seen: list[bool | None] = []
-    provider = remediation.SimProvider(
-        fleet, not_ready_annotation="sim.dsx.run/not-ready", poll_seconds=0, sleep=lambda _: None
-    )
+    provider = SimProvider(fleet, poll_seconds=0, sleep=lambda _: None)
     original = fleet.get_node
 
     def watching(name: str) -> dict[str, Any]:
@@ -195,9 +194,8 @@ def test_the_sim_provider_cycles_the_node_not_ready_then_ready() -> None:
 def test_the_sim_provider_gives_up_when_the_node_never_goes_down() -> None:
     fleet = InMemoryNodeOps([gpu_node("n1")])
     ticks = iter(range(1000))
-    provider = remediation.SimProvider(
+    provider = SimProvider(
         fleet,
-        not_ready_annotation="sim.dsx.run/not-ready",
         timeout_seconds=5,
         sleep=lambda _: None,
         clock=lambda: float(next(ticks)),
