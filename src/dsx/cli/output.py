@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from dsx import serialization
+from dsx import atomic, serialization
 from dsx.errors import BadInputError
 
 FORMATS = ("yaml", "json", "table")
@@ -56,9 +56,7 @@ def write(text: str, output: str | None) -> None:
     path = Path(str(output))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        atomic.write_file(path, text)
     except OSError as exc:
         raise BadInputError(f"{path}: cannot write: {exc.strerror}") from exc
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsx import atomic, settings
 from dsx import catalog as catalog_data
-from dsx import settings
 from dsx.errors import BadInputError, CatalogError, allowed_values_message
 from dsx.model import constraints as constraint_model
 from dsx.model import criteria as criteria_model
@@ -212,9 +212,7 @@ def _write_cache(cache_file: Path, sources: _Sources) -> None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         for stale in cache_file.parent.glob("catalog-*.json"):
             stale.unlink(missing_ok=True)
-        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(cache_file)
+        atomic.write_file(cache_file, text)
     except OSError:
         return
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsx import errors, serialization, settings
+from dsx import atomic, errors, serialization, settings
 from dsx.kube.client import KubeClient
 from dsx.sim import binaries, kwok, nodes, pki, processes
 
@@ -193,9 +193,7 @@ class SimCluster:
 
     def _save(self, state: ClusterState) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_name(f".{STATE_FILE}.tmp")
-        tmp.write_text(serialization.dump_json(state.to_dict()), encoding="utf-8")
-        tmp.replace(self.state_file)
+        atomic.write_file(self.state_file, serialization.dump_json(state.to_dict()))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
