@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsx import atomic, settings
+from dsx import atomic, serialization, settings
 from dsx import catalog as catalog_data
-from dsx.errors import BadInputError, CatalogError, allowed_values_message
+from dsx.errors import BadInputError, CatalogError, DsxError, allowed_values_message
 from dsx.model import constraints as constraint_model
 from dsx.model import criteria as criteria_model
 from dsx.model import health_asserts
@@ -219,17 +219,13 @@ def _write_cache(cache_file: Path, sources: _Sources) -> None:
 
 def _parse_files(paths: list[Path], folder: Path) -> list[tuple[str, Mapping[str, Any]]]:
     """Each YAML file parsed, named relative to the catalog root (`overlays/eks.yaml`)."""
-    import yaml  # deferred: with a warm cache no YAML is parsed at all
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     found: list[tuple[str, Mapping[str, Any]]] = []
     for path in paths:
         source = str(path.relative_to(folder.parent))
         try:
-            with open(path, encoding="utf-8") as handle:
-                doc = yaml.load(handle, Loader=loader)  # noqa: S506 - CSafeLoader/SafeLoader only
-        except yaml.YAMLError as exc:
-            raise CatalogError(f"{source}: malformed YAML: {exc}") from exc
+            doc = serialization.parse_yaml(serialization.read_text(path), source=source)
+        except DsxError as exc:
+            raise CatalogError(str(exc)) from exc
         if not isinstance(doc, Mapping):
             raise CatalogError(f"{source}: expected a mapping at the top level")
         found.append((source, doc))
