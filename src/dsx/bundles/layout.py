@@ -15,6 +15,10 @@ INTOTO = f"{ATTESTATION_DIR}/bundle.intoto.jsonl"
 SIGSTORE = f"{ATTESTATION_DIR}/bundle.sigstore.json"
 ATTESTATION_FILES = (INTOTO, SIGSTORE)
 
+RESERVED_COMPONENT_NAMES = frozenset({ATTESTATION_DIR, "templates"})
+"""Top-level folders a bundle writes for itself (`templates/` is the argocd-helm chart's); a
+component's folder of the same name would collide, so such a component is refused."""
+
 BUNDLE_SCHEMA = "dsx.run/bundle/v1"
 """`bundle.json` format identifier."""
 
