@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -286,8 +287,8 @@ class _Fields:
 
     def number(self, key: str, default: float, *, minimum: float = 0.0, above: bool = False) -> float:
         value = self.raw.get(key, default)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise BadInputError(f"{self.at(key)}: expected a number, got {value!r}")
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            raise BadInputError(f"{self.at(key)}: expected a finite number, got {value!r}")
         if value < minimum or (above and value <= minimum):
             relation = "above" if above else "at least"
             raise BadInputError(f"{self.at(key)}: {value} is out of range; allowed: {relation} {minimum:g}")
