@@ -537,7 +537,7 @@ def request_validation(
         fleet, _ = _read_fleet(kubeconfig, sim_name)
         selector = policy_module.load(config).gpu_node_selector
         gpu_nodes = [node_facts.name(n) for n in fleet or [] if node_facts.selected(n, selector)]
-        found = requests.nodes_from_drift(report, gpu_nodes)
+        found = requests.nodes_from_drift(report, gpu_nodes, source=str(drift_file))
         wanted = {node: requests.reason(requests.ValidationKind.DRIFT, why) for node, why in found.items()}
     if dry_run:
         for node, why in sorted(wanted.items()):
