@@ -402,7 +402,7 @@ def parse_json(text: str | bytes, *, source: str, limits: Limits = DEFAULT_LIMIT
     except UnicodeDecodeError as exc:
         raise BadInputError(f"{source}: not UTF-8 text") from exc
     except ValueError as exc:
-        raise BadInputError(f"{source}: malformed JSON: {exc}") from exc
+        raise BadInputError(f"{source}: not JSON: {exc}") from exc
     return data
 
 

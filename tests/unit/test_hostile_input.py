@@ -5,6 +5,7 @@ The CLI cases run the real command line (`python -m dsx`) in a child process, as
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -13,19 +14,25 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from dsx import atomic, serialization
+from dsx import catalog as catalog_data
 from dsx.bundles import render
 from dsx.bundles.options import Deployer
 from dsx.certify import calibration
+from dsx.certify import catalog as certify_catalog
 from dsx.cli import output
-from dsx.errors import BadInputError, CatalogError
-from dsx.health import policy
+from dsx.errors import BadInputError, CatalogError, DsxError
+from dsx.health import analyzer, policy
+from dsx.health.monitors import kube_objects
 from dsx.model.recipe import Recipe
+from dsx.model.snapshot import Snapshot
 from dsx.recipes import catalog
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,7 +191,7 @@ def test_a_failed_atomic_write_keeps_the_old_file(tmp_path: Path) -> None:
     target = tmp_path / "state.json"
     target.write_text("old")
     with pytest.raises(TypeError):
-        atomic.write_file(target, 42)  # type: ignore[arg-type]
+        atomic.write_file(target, 42)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
 
@@ -193,3 +200,91 @@ def test_a_failed_atomic_write_keeps_the_old_file(tmp_path: Path) -> None:
 def test_json_output_never_spells_nan_or_infinity(value: float) -> None:
     with pytest.raises(BadInputError, match=r"cannot write JSON: nodes\[1\]\.temp: not a finite number"):
         output.render({"nodes": [{"temp": 1.0}, {"temp": value}]}, "json")
+
+
+# --- every document kind checks its fields before use -------------------------------------------
+
+WRONG_TYPES: list[object] = ["text", 7, 2.5, True, None, [], {}, ["x"], {"x": 1}, -1, 10**30]
+
+
+def _field_paths(document: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    found = [path]
+    if isinstance(document, dict):
+        found += [p for key, value in document.items() for p in _field_paths(value, (*path, key))]
+    elif isinstance(document, list):
+        found += [p for n, value in enumerate(document) for p in _field_paths(value, (*path, n))]
+    return found
+
+
+def _with(document: object, path: tuple[object, ...], value: object) -> object:
+    if not path:
+        return value
+    changed = copy.deepcopy(document)
+    parent: Any = changed
+    for step in path[:-1]:
+        parent = parent[step]
+    parent[path[-1]] = value
+    return changed
+
+
+def _certify_category(tmp_path: Path) -> Callable[[object], object]:
+    def load(document: object) -> object:
+        path = tmp_path / "nccl-all-reduce.yaml"
+        path.write_text(serialization.dump_yaml(document))
+        return certify_catalog.load_file(path)
+
+    return load
+
+
+DOCUMENT_KINDS: dict[str, tuple[Callable[[], object], Callable[[Path], Callable[[object], object]]]] = {
+    "recipe": (
+        lambda: serialization.load_mapping_file(SMALL_RECIPE),
+        lambda _: lambda d: Recipe.from_dict(d, source="r"),
+    ),
+    "snapshot": (
+        lambda: serialization.load_mapping_file(REPO / "tests/data/recipes/snapshots/eks-h100-ubuntu.yaml"),
+        lambda _: lambda d: Snapshot.from_dict(d, source="s"),
+    ),
+    "policy": (
+        lambda: serialization.load_mapping_file(policy.DEFAULT_PATH),
+        lambda _: lambda d: policy.from_dict(d, source="p"),
+    ),
+    "analyzer rules": (
+        lambda: serialization.load_mapping_file(analyzer.RULES_PATH),
+        lambda _: lambda d: analyzer.rules_from_dict(d, source="a"),
+    ),
+    "node policies": (
+        lambda: serialization.load_mapping_file(kube_objects.POLICIES_PATH),
+        lambda _: lambda d: kube_objects.policies_from_dict(d, source="k"),
+    ),
+    "certification category": (
+        lambda: serialization.load_mapping_file(catalog_data.path("certification") / "nccl-all-reduce.yaml"),
+        _certify_category,
+    ),
+    "calibration": (
+        lambda: {
+            "kind": calibration.KIND,
+            "host": calibration.this_host(),
+            "references": {"nccl/8": {"busBandwidthGbps": 3.0}},
+        },
+        lambda _: lambda d: calibration.Calibration.from_dict(d, source="c"),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DOCUMENT_KINDS))
+def test_a_mistyped_field_is_bad_input_never_internal(kind: str, tmp_path: Path) -> None:
+    """Every field of a real document, in turn, set to each wrong type: the loader answers with a
+    value or a DsxError (exit 2 naming the field), never a TypeError or AttributeError (exit 8)."""
+    read, make_loader = DOCUMENT_KINDS[kind]
+    document, load = read(), make_loader(tmp_path)
+    internal: list[str] = []
+    for path in _field_paths(document):
+        for value in WRONG_TYPES:
+            try:
+                load(_with(document, path, value))
+            except DsxError:
+                pass
+            except Exception as exc:
+                internal.append(f"{'.'.join(map(str, path))} = {value!r}: {type(exc).__name__}: {exc}")
+    assert internal == []

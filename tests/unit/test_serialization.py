@@ -139,7 +139,7 @@ def test_limits_are_per_call(tmp_path: Path) -> None:
         ("1" + "0" * 5000, r"body\.json: \(a number\): .* is out of range"),
         ("[" * 5000 + "]" * 5000, r"body\.json: nested (too deeply to read|deeper than 100 levels)"),
         ('{"a": [' + "[" * 100 + "]" * 100 + "]}", r"body\.json: a(\[0\])+.*: nested deeper than 100 levels"),
-        ('{"a": 1', r"body\.json: malformed JSON"),
+        ('{"a": 1', r"body\.json: not JSON"),
     ],
 )
 def test_json_follows_the_same_rules(text: str, message: str) -> None:

@@ -67,6 +67,8 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], *, source: str) -> Calibration:
+        if not isinstance(raw, Mapping):
+            raise BadInputError(f"{source}: expected a mapping at the top level, got {type(raw).__name__}")
         if raw.get("kind") != KIND:
             raise BadInputError(f"{source}: kind must be {KIND}")
         host = raw.get("host")

@@ -348,6 +348,8 @@ _TOP = (
 
 
 def from_dict(data: Mapping[str, Any], *, source: str) -> SentinelPolicy:
+    if not isinstance(data, Mapping):
+        raise BadInputError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise BadInputError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
     top = _Fields(data, source, _TOP)
