@@ -246,7 +246,7 @@ def _rule(item: object, where: str) -> AnalyzerRule:
             raise BadInputError(allowed_values_message(f"{where}.group_by", "key", key, GROUP_KEYS))
     window, threshold = item["window_seconds"], item["threshold"]
     if not isinstance(window, int | float) or isinstance(window, bool) or not 0 < window < math.inf:
-        raise BadInputError(f"{where}.window_seconds: expected a finite positive number, got {window!r}")
+        raise BadInputError(f"{where}.window_seconds: expected a positive number, got {window!r}")
     if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
         raise BadInputError(f"{where}.threshold: expected an integer ≥ 1, got {threshold!r}")
     check_names = item.get("check_names", [])
