@@ -14,7 +14,6 @@ import dataclasses
 import datetime
 import enum
 import fcntl
-import os
 import re
 import shutil
 import socket
@@ -431,9 +430,7 @@ class SimCluster:
             "current-context": context,
             "preferences": {},
         }
-        fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(serialization.dump_yaml(config))
+        atomic.write_file(self.kubeconfig, serialization.dump_yaml(config), mode=0o600)
 
     # ---- nodes and readiness ----------------------------------------------------------------
 
