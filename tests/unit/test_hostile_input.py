@@ -11,6 +11,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -288,3 +289,21 @@ def test_a_mistyped_field_is_bad_input_never_internal(kind: str, tmp_path: Path)
             except Exception as exc:
                 internal.append(f"{'.'.join(map(str, path))} = {value!r}: {type(exc).__name__}: {exc}")
     assert internal == []
+
+
+def test_output_to_a_pipe_streams_into_it_rather_than_replacing_it(tmp_path: Path) -> None:
+    """`-o /dev/stdout` names a link to a pipe or terminal; as root, replacing it would break the host."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        output.write("x: 1\n", str(fifo))
+        assert os.read(reader, 100) == b"x: 1\n"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_output_to_a_directory_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match=r"cannot write"):
+        output.write("x: 1\n", str(tmp_path))
