@@ -318,13 +318,13 @@ def _inspect(root: Node, limits: Limits, constructor: _Loader) -> None:
         raise _Refused("(top level)", f"excessive aliasing: {aliased} of {total} elements come from aliases")
 
 
-def _check_size(text: str | bytes, source: str, limits: Limits) -> None:
-    if len(text) > limits.max_bytes:
-        raise BadInputError(f"{source}: larger than {limits.max_bytes} bytes (limit {limits.max_bytes})")
+def _check_size(text: str | bytes, source: str, max_bytes: int | None) -> None:
+    if max_bytes is not None and len(text) > max_bytes:
+        raise BadInputError(f"{source}: larger than {max_bytes} bytes (limit {max_bytes})")
 
 
 def _yaml_documents(text: str | bytes, source: str, limits: Limits) -> Iterator[Any]:
-    _check_size(text, source, limits)
+    _check_size(text, source, limits.max_bytes)
     loader = _Loader(text if isinstance(text, str) else _decode(text, source))
     try:
         for node in loader.nodes():
@@ -367,7 +367,7 @@ def parse_yaml_documents(text: str | bytes, *, source: str, limits: Limits = DEF
 
 def parse_json(text: str | bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:
     """A JSON document under the same rules as YAML: finite numbers, unique keys, bounded size."""
-    _check_size(text, source, limits)
+    _check_size(text, source, limits.max_bytes)
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         mapping: dict[str, Any] = {}
@@ -423,15 +423,25 @@ def _check_tree(data: Any, limits: Limits) -> None:
             stack.extend((v, f"{path}[{n}]", depth + 1) for n, v in enumerate(value))
 
 
-def read_text(path: str | Path) -> str:
-    """Read a file or `-` (stdin), mapping OS errors to the dsx tree."""
+def read_text(path: str | Path, *, max_bytes: int | None = None) -> str:
+    """Read a file or `-` (stdin), mapping OS errors to the dsx tree.
+
+    With `max_bytes`, reading stops one character past it, so `/dev/zero` or a huge file is
+    refused after reading no more than the limit.
+    """
     import sys
 
+    size = -1 if max_bytes is None else max_bytes + 1
     if str(path) == "-":
-        return sys.stdin.read()
+        text = sys.stdin.read(size)
+        _check_size(text, "stdin", max_bytes)
+        return text
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
+        with open(p, encoding="utf-8") as handle:
+            text = handle.read(size)
+        _check_size(text, str(p), max_bytes)
+        return text
     except FileNotFoundError as exc:
         raise NotFoundError(f"{p}: file not found") from exc
     except IsADirectoryError as exc:
@@ -442,9 +452,9 @@ def read_text(path: str | Path) -> str:
         raise BadInputError(f"{p}: cannot read: {exc.strerror}") from exc
 
 
-def load_yaml_file(path: str | Path) -> Any:
+def load_yaml_file(path: str | Path, *, limits: Limits = DEFAULT_LIMITS) -> Any:
     """Read and parse one YAML (or JSON) file."""
-    return parse_yaml(read_text(path), source=str(path))
+    return parse_yaml(read_text(path, max_bytes=limits.max_bytes), source=str(path), limits=limits)
 
 
 def load_mapping_file(path: str | Path) -> dict[str, Any]:

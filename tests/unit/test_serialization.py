@@ -216,3 +216,9 @@ def test_the_json_loader_answers_a_value_or_bad_input(text: str) -> None:
         serialization.parse_json(text, source="random.json")
     except BadInputError as exc:
         assert str(exc).startswith("random.json: ")
+
+
+def test_reading_stops_at_the_size_limit() -> None:
+    """`/dev/zero` never ends: the reader gives up one character past the limit."""
+    with pytest.raises(BadInputError, match=r"/dev/zero: larger than 1024 bytes \(limit 1024\)"):
+        serialization.load_yaml_file("/dev/zero", limits=serialization.Limits(max_bytes=1024))

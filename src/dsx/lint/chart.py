@@ -218,7 +218,7 @@ def key_paths(values: Mapping[str, Any], prefix: KeyPath = ()) -> set[KeyPath]:
 def load_chart_dir(directory: Path, *, name: str, version: str, origin: str) -> ChartData:
     """Read one chart directory (cache layout or unpacked chart); BadInputError names a broken file."""
     values_path = directory / VALUES_FILE
-    values_text = serialization.read_text(values_path)
+    values_text = serialization.read_text(values_path, max_bytes=CHART_LIMITS.max_bytes)
     defaults = parse_yaml_fast(values_text, source=str(values_path)) or {}
     if not isinstance(defaults, dict):
         raise BadInputError(f"{values_path}: expected a mapping at the top level")
@@ -278,7 +278,9 @@ def _subcharts_of(directory: Path, chart_yaml: Mapping[str, Any]) -> tuple[tuple
 def _load_schema(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
-    schema = serialization.parse_json(serialization.read_text(path), source=str(path), limits=CHART_LIMITS)
+    schema = serialization.parse_json(
+        serialization.read_text(path, max_bytes=CHART_LIMITS.max_bytes), source=str(path), limits=CHART_LIMITS
+    )
     if not isinstance(schema, dict):
         raise BadInputError(f"{path}: a values schema must be a JSON object")
     return schema
@@ -287,5 +289,5 @@ def _load_schema(path: Path) -> dict[str, Any] | None:
 def _load_chart_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    data = parse_yaml_fast(serialization.read_text(path), source=str(path)) or {}
+    data = parse_yaml_fast(serialization.read_text(path, max_bytes=CHART_LIMITS.max_bytes), source=str(path)) or {}
     return data if isinstance(data, dict) else {}
