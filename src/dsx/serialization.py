@@ -263,57 +263,65 @@ def _inspect(root: Node, limits: Limits, constructor: _Loader) -> None:
     """Walk the composed graph once, before anything is constructed.
 
     An alias is the same node object met a second time, so memoised counts give the size
-    after expansion without expanding anything; a node met again while still open is an
-    alias to its own ancestor, which no consumer could ever finish walking. Paths are built
-    only for an error: this walk runs on every snapshot.
+    after expansion (in elements and in characters of scalar text) without expanding
+    anything; a node met again while still open is an alias to its own ancestor, which no
+    consumer could ever finish walking. Paths are built only for an error: this walk runs on
+    every snapshot.
     """
     if isinstance(root, ScalarNode):
         _check_scalar(root, (), constructor)
         return
-    expanded: dict[int, int] = {}
+    elements: dict[int, int] = {}
+    characters: dict[int, int] = {}
     height: dict[int, int] = {}
     open_nodes: set[int] = set()
+    seen_scalars: set[int] = set()
     written = 0
     stack: list[tuple[Node, _Trail, int, bool]] = [(root, (), 1, False)]
     while stack:
         node, trail, depth, leaving = stack.pop()
         ident = id(node)
-        children = _children(node)
         if leaving:
-            size, tallest = 1, 1
-            for child in children:
+            size, text, tallest = 1, 0, 1
+            for child in _children(node):
                 if isinstance(child, ScalarNode):
-                    size += 1
+                    size, text = size + 1, text + len(child.value)
                 else:
-                    size, tallest = size + expanded[id(child)], max(tallest, 1 + height[id(child)])
-            expanded[ident], height[ident] = size, tallest
+                    kid = id(child)
+                    size, text, tallest = size + elements[kid], text + characters[kid], max(tallest, 1 + height[kid])
+            elements[ident], characters[ident], height[ident] = size, text, tallest
             open_nodes.discard(ident)
             if size > limits.max_elements:
                 limit = limits.max_elements
                 raise _Refused(_path(trail), f"expands (aliases included) to over {limit} elements (limit {limit})")
+            if text > limits.max_bytes:
+                limit = limits.max_bytes
+                raise _Refused(_path(trail), f"text expands (aliases included) past {limit} bytes (limit {limit})")
             continue
         if ident in open_nodes:
             raise _Refused(_path(trail), "an alias refers to a node that contains it")
-        if ident in expanded:
+        if ident in elements:
             depth += height[ident] - 1
         if depth > limits.max_depth:
             raise _Refused(_path(trail), f"nested deeper than {limits.max_depth} levels (limit {limits.max_depth})")
-        if ident in expanded:
+        if ident in elements:
             continue
         written += 1
         if isinstance(node, MappingNode) and not limits.duplicate_keys:
             _check_keys(node, trail)
         open_nodes.add(ident)
         stack.append((node, trail, depth, True))
+        children = _children(node)
         for position in range(len(children) - 1, -1, -1):
             child = children[position]
-            if isinstance(child, ScalarNode):
+            if not isinstance(child, ScalarNode):
+                stack.append((child, (trail, node, position), depth + 1, False))
+            elif id(child) not in seen_scalars:  # met again: an alias to a scalar
+                seen_scalars.add(id(child))
                 written += 1
                 if child.tag in _NUMBERS:
                     _check_scalar(child, (trail, node, position), constructor)
-            else:
-                stack.append((child, (trail, node, position), depth + 1, False))
-    total = expanded[id(root)]
+    total = elements[id(root)]
     aliased = total - written
     if aliased > 100 and total > 1000 and aliased / total > _allowed_alias_ratio(total):
         raise _Refused("(top level)", f"excessive aliasing: {aliased} of {total} elements come from aliases")

@@ -222,3 +222,16 @@ def test_reading_stops_at_the_size_limit() -> None:
     """`/dev/zero` never ends: the reader gives up one character past the limit."""
     with pytest.raises(BadInputError, match=r"/dev/zero: larger than 1024 bytes \(limit 1024\)"):
         serialization.load_yaml_file("/dev/zero", limits=serialization.Limits(max_bytes=1024))
+
+
+def test_aliases_to_one_long_string_count_its_text_each_time() -> None:
+    """300 aliases to a 1 MB string would be written out 300 times (`dump_yaml` expands aliases)."""
+    text = f"s: &s {'x' * 1_000_000}\nl: [" + ", ".join(["*s"] * 300) + "]\n"
+    with pytest.raises(BadInputError, match=r"doc\.yaml: l: text expands \(aliases included\) past 268435456 bytes"):
+        serialization.parse_yaml(text, source="doc.yaml")
+
+
+def test_aliases_to_a_scalar_count_as_aliasing() -> None:
+    text = "s: &s lol\nl: [" + ", ".join(["*s"] * 5000) + "]\n"
+    with pytest.raises(BadInputError, match=r"excessive aliasing: 5000 of 5005 elements"):
+        serialization.parse_yaml(text, source="doc.yaml")
