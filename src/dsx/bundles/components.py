@@ -31,7 +31,7 @@ def check_recipe(recipe: Recipe) -> None:
         if not _DNS_LABEL.match(ref.name):
             raise BadInputError(f"{where}: name must be a DNS-1123 label (a-z, 0-9, '-', at most 63)")
         if ref.name in layout.RESERVED_COMPONENT_NAMES:
-            raise BadInputError(reserved_name_message(where))
+            raise BadInputError(layout.reserved_name_message(where))
         if not _DNS_LABEL.match(ref.namespace):
             raise BadInputError(f"{where}: namespace {ref.namespace!r} must be a DNS-1123 label")
         if ref.type is ComponentType.HELM:
@@ -46,11 +46,6 @@ def check_recipe(recipe: Recipe) -> None:
         for file_name in ref.manifests:
             if not _FILE_NAME.match(file_name) or file_name in (".", ".."):
                 raise BadInputError(f"{where}: manifest file name {file_name!r} must be a plain file name")
-
-
-def reserved_name_message(where: str) -> str:
-    reserved = ", ".join(sorted(layout.RESERVED_COMPONENT_NAMES))
-    return f"{where}: name is reserved for the bundle's own folders ({reserved}); rename the component"
 
 
 def is_oci(ref: ComponentRef) -> bool:

@@ -23,6 +23,11 @@ BUNDLE_SCHEMA = "dsx.run/bundle/v1"
 """`bundle.json` format identifier."""
 
 
+def reserved_name_message(where: str) -> str:
+    reserved = ", ".join(sorted(RESERVED_COMPONENT_NAMES))
+    return f"{where}: name is reserved for the bundle's own folders ({reserved}); rename the component"
+
+
 def is_attestation(path: str) -> bool:
     return path == ATTESTATION_DIR or path.startswith(ATTESTATION_DIR + "/")
 

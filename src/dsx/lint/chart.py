@@ -289,5 +289,5 @@ def _load_schema(path: Path) -> dict[str, Any] | None:
 def _load_chart_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    data = parse_yaml_fast(serialization.read_text(path, max_bytes=CHART_LIMITS.max_bytes), source=str(path)) or {}
+    data = serialization.load_yaml_file(path, limits=CHART_LIMITS) or {}
     return data if isinstance(data, dict) else {}

@@ -22,7 +22,6 @@ from typing import Any
 
 from dsx import atomic, serialization, settings
 from dsx import catalog as catalog_data
-from dsx.bundles import components as bundle_components
 from dsx.bundles import layout
 from dsx.errors import BadInputError, CatalogError, DsxError, allowed_values_message
 from dsx.model import constraints as constraint_model
@@ -423,7 +422,7 @@ def _parse_thresholds(raw: object, source: str) -> dict[str, str]:
 def _parse_component(doc: Mapping[str, Any], source: str, folder: Path) -> ComponentRef:
     name, spec = _header(doc, source, COMPONENT_KIND, _COMPONENT_SPEC_FIELDS)
     if name in layout.RESERVED_COMPONENT_NAMES:
-        raise CatalogError(bundle_components.reserved_name_message(f"{source}: metadata.name {name!r}"))
+        raise CatalogError(layout.reserved_name_message(f"{source}: metadata.name {name!r}"))
     manifest_files = spec.get("manifestFiles") or []
     if not isinstance(manifest_files, list):
         raise CatalogError(f"{source}: spec.manifestFiles must be a list of file names")
