@@ -2,8 +2,8 @@
 
 Commands are built as argument lists and joined with `shlex.quote`, so a chart name,
 namespace, URL or version from a recipe is always one literal word: `$(...)`, backticks, `;`
-and globs reach helm or kubectl as text, never the shell. Positional arguments follow `--`,
-so a release or chart named `--post-renderer` stays a name, never a flag. The scripts add
+and globs reach helm or kubectl as text, never the shell. Helm's positional arguments follow
+`--`, so a release or chart named `--post-renderer` stays a name, never a flag. The scripts add
 only fixed text of their own around those words.
 """
 
@@ -69,8 +69,10 @@ for arg in "$@"; do
 done
 """
 
+# no `--` here: kubectl counts only the words before it as NAME ("exactly one NAME is required,
+# got 0"); namespaces are DNS-1123 labels (components.check_recipe), so never flag-like
 _ENSURE_NAMESPACE = """ensure_namespace() {
-  kubectl create namespace --dry-run=client --output yaml -- "$1" | kubectl apply --filename - >/dev/null
+  kubectl create namespace "$1" --dry-run=client --output yaml | kubectl apply --filename - >/dev/null
 }"""
 
 
