@@ -157,7 +157,7 @@ _ALIAS_RATIO_LOW, _ALIAS_RATIO_HIGH = 400_000, 4_000_000
 _INT_RANGE = (-(2**63), 2**64 - 1)
 _TAG = "tag:yaml.org,2002:"
 _MERGE, _INT, _FLOAT = _TAG + "merge", _TAG + "int", _TAG + "float"
-_NUMBERS = frozenset((_INT, _FLOAT))
+_CHECKED_SCALARS = frozenset((_INT, _FLOAT, _TAG + "bool"))
 
 
 class _Refused(Exception):
@@ -236,15 +236,17 @@ def _field(path: str) -> str:
 
 
 def _check_scalar(node: ScalarNode, trail: _Trail, constructor: _Loader) -> None:
-    if node.tag == _FLOAT:
-        if not math.isfinite(constructor.construct_yaml_float(node)):
-            raise _Refused(_path(trail), f"{node.value!r} is not a finite number; only finite numbers are allowed")
-    elif node.tag == _INT:
-        if len(node.value) > 100:
-            raise _Refused(_path(trail), f"integer of {len(node.value)} characters is out of range (64 bits)")
-        integer = constructor.construct_yaml_int(node)
-        if not _INT_RANGE[0] <= integer <= _INT_RANGE[1]:
-            raise _Refused(_path(trail), f"{integer} is out of range; integers must fit 64 bits")
+    """A number or boolean must read as its tag says (`!!int abc` does not), finite and within 64 bits."""
+    if node.tag == _INT and len(node.value) > 100:
+        raise _Refused(_path(trail), f"integer of {len(node.value)} characters is out of range (64 bits)")
+    try:
+        value = constructor.yaml_constructors[node.tag](constructor, node)
+    except (ValueError, KeyError, IndexError):
+        raise _Refused(_path(trail), f"{node.value!r} is not a valid {node.tag.removeprefix(_TAG)}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _Refused(_path(trail), f"{node.value!r} is not a finite number; only finite numbers are allowed")
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+        raise _Refused(_path(trail), f"{value} is out of range; integers must fit 64 bits")
 
 
 def _check_keys(node: MappingNode, trail: _Trail) -> None:
@@ -269,7 +271,8 @@ def _inspect(root: Node, limits: Limits, constructor: _Loader) -> None:
     every snapshot.
     """
     if isinstance(root, ScalarNode):
-        _check_scalar(root, (), constructor)
+        if root.tag in _CHECKED_SCALARS:
+            _check_scalar(root, (), constructor)
         return
     elements: dict[int, int] = {}
     characters: dict[int, int] = {}
@@ -319,7 +322,7 @@ def _inspect(root: Node, limits: Limits, constructor: _Loader) -> None:
             elif id(child) not in seen_scalars:  # met again: an alias to a scalar
                 seen_scalars.add(id(child))
                 written += 1
-                if child.tag in _NUMBERS:
+                if child.tag in _CHECKED_SCALARS:
                     _check_scalar(child, (trail, node, position), constructor)
     total = elements[id(root)]
     aliased = total - written

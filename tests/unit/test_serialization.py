@@ -156,12 +156,14 @@ def test_json_output_refuses_non_finite_numbers_naming_the_field() -> None:
 # undefined or enclosing anchors), repeated keys, non-finite and oversized numbers, YAML-only
 # tags and deep nesting. Whatever comes in, the answer is a value or a BadInputError, quickly.
 _ANCHORS = ["a0", "a1", "a2"]
-_scalars = st.sampled_from(
+_plain = st.sampled_from(
     [
         "1", "-2", "3.5", ".nan", "-.inf", "1e999", "99999999999999999999", "0x" + "f" * 40, "'s'", "x",
-        "2024-01-01", "true", "null", "~", "!!binary aGk=", "!!set {a: null}", "<<", "1:30",
+        "2024-01-01", "true", "null", "~", "!!binary aGk=", "!!set {a: null}", "<<", "1:30", "0x", "1:x", "''",
     ]
 )  # fmt: skip
+_tags = st.sampled_from(["", "!!int ", "!!float ", "!!bool ", "!!null ", "!!str ", "!!timestamp ", "!Ref "])
+_scalars = st.tuples(_tags, _plain).map("".join)
 
 
 def _laughs(level: int) -> str:
@@ -234,4 +236,18 @@ def test_aliases_to_one_long_string_count_its_text_each_time() -> None:
 def test_aliases_to_a_scalar_count_as_aliasing() -> None:
     text = "s: &s lol\nl: [" + ", ".join(["*s"] * 5000) + "]\n"
     with pytest.raises(BadInputError, match=r"excessive aliasing: 5000 of 5005 elements"):
+        serialization.parse_yaml(text, source="doc.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: !!int abc\n", r"doc\.yaml: a: 'abc' is not a valid int"),
+        ("a: [1, !!float .]\n", r"doc\.yaml: a\[1\]: '\.' is not a valid float"),
+        ("a: !!bool maybe\n", r"doc\.yaml: a: 'maybe' is not a valid bool"),
+        ("!!int 0x\n", r"doc\.yaml: \(top level\): '0x' is not a valid int"),
+    ],
+)
+def test_an_explicit_tag_the_value_does_not_fit_is_bad_input(text: str, message: str) -> None:
+    with pytest.raises(BadInputError, match=message):
         serialization.parse_yaml(text, source="doc.yaml")
