@@ -22,6 +22,7 @@ PACKAGE_TIER = {
     "extras": "foundation",
     "settings": "foundation",
     "serialization": "foundation",
+    "atomic": "foundation",
     "catalog": "foundation",
     "__init__": "foundation",
     "cel": "foundation",

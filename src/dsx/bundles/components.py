@@ -11,6 +11,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
+from dsx.bundles import layout
 from dsx.errors import BadInputError
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
@@ -29,6 +30,8 @@ def check_recipe(recipe: Recipe) -> None:
         where = f"{source}: component {ref.name!r}"
         if not _DNS_LABEL.match(ref.name):
             raise BadInputError(f"{where}: name must be a DNS-1123 label (a-z, 0-9, '-', at most 63)")
+        if ref.name in layout.RESERVED_COMPONENT_NAMES:
+            raise BadInputError(layout.reserved_name_message(where))
         if not _DNS_LABEL.match(ref.namespace):
             raise BadInputError(f"{where}: namespace {ref.namespace!r} must be a DNS-1123 label")
         if ref.type is ComponentType.HELM:

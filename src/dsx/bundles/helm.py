@@ -33,10 +33,10 @@ def _component_readme(ref: ComponentRef) -> str:
     rows = [("type", ref.type.value), ("version", ref.version), ("namespace", ref.namespace)]
     if ref.type is ComponentType.HELM:
         rows[1:1] = [("chart", ref.chart), ("source", ref.source)]
-        install = scripts.command_line(
-            [*scripts.helm_install_args(ref, "values.yaml"), "--wait", "--timeout", HELM_TIMEOUT]
-        )
-        remove = scripts.command_line(scripts.helm_uninstall_args(ref))
+        flags, positional = scripts.helm_install_args(ref, "values.yaml")
+        install = scripts.command_line([*flags, "--wait", "--timeout", HELM_TIMEOUT], positional=positional)
+        flags, positional = scripts.helm_uninstall_args(ref)
+        remove = scripts.command_line(flags, positional=positional)
     elif ref.type is ComponentType.MANIFEST:
         install = scripts.command_line(["kubectl", "apply", "--namespace", ref.namespace, "--filename", "manifests/"])
         remove = scripts.command_line(["kubectl", "delete", "--namespace", ref.namespace, "--filename", "manifests/"])

@@ -15,8 +15,17 @@ INTOTO = f"{ATTESTATION_DIR}/bundle.intoto.jsonl"
 SIGSTORE = f"{ATTESTATION_DIR}/bundle.sigstore.json"
 ATTESTATION_FILES = (INTOTO, SIGSTORE)
 
+RESERVED_COMPONENT_NAMES = frozenset({ATTESTATION_DIR, "templates"})
+"""Top-level folders a bundle writes for itself (`templates/` is the argocd-helm chart's); a
+component's folder of the same name would collide, so such a component is refused."""
+
 BUNDLE_SCHEMA = "dsx.run/bundle/v1"
 """`bundle.json` format identifier."""
+
+
+def reserved_name_message(where: str) -> str:
+    reserved = ", ".join(sorted(RESERVED_COMPONENT_NAMES))
+    return f"{where}: name is reserved for the bundle's own folders ({reserved}); rename the component"
 
 
 def is_attestation(path: str) -> bool:

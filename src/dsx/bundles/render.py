@@ -7,7 +7,6 @@ result depends only on the recipe and the options.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +60,6 @@ def render(recipe: Recipe, deployer: Deployer, options: BundleOptions | None = N
     for path in files:
         checksums.check_path(path, source=f"{deployer.value} bundle")
     doc = manifest(recipe, deployer, options, sorted(files))
-    files[layout.MANIFEST] = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    files[layout.MANIFEST] = serialization.dump_json(doc).encode("utf-8")
     files[layout.CHECKSUMS] = checksums.format_checksums(files)
     return FileTree(dict(sorted(files.items())), tree.executables)

@@ -2,8 +2,9 @@
 
 Commands are built as argument lists and joined with `shlex.quote`, so a chart name,
 namespace, URL or version from a recipe is always one literal word: `$(...)`, backticks, `;`
-and globs reach helm or kubectl as text, never the shell. The scripts add only fixed text of
-their own around those words.
+and globs reach helm or kubectl as text, never the shell. Helm's positional arguments follow
+`--`, so a release or chart named `--post-renderer` stays a name, never a flag. The scripts add
+only fixed text of their own around those words.
 """
 
 from __future__ import annotations
@@ -19,33 +20,27 @@ WAIT_ARGS = '${wait_args[@]+"${wait_args[@]}"}'
 """The optional `--wait --timeout` words, safe under `set -u` on bash < 4.4."""
 
 
-def command_line(args: Sequence[str], *, trailing: str = "") -> str:
-    line = " ".join(shlex.quote(a) for a in args)
-    return f"{line} {trailing}" if trailing else line
+def command_line(args: Sequence[str], *, trailing: str = "", positional: Sequence[str] = ()) -> str:
+    """`args`, then `trailing` shell text as is (more flags), then `--` and the positional words."""
+    words = [shlex.quote(a) for a in args]
+    if trailing:
+        words.append(trailing)
+    if positional:
+        words.extend(["--", *(shlex.quote(p) for p in positional)])
+    return " ".join(words)
 
 
-def helm_install_args(ref: ComponentRef, values_path: str) -> list[str]:
+def helm_install_args(ref: ComponentRef, values_path: str) -> tuple[list[str], list[str]]:
+    """`helm upgrade --install` as (command and flags, positional release and chart)."""
     chart = components.oci_chart_url(ref) if components.is_oci(ref) else ref.chart
     repo = [] if components.is_oci(ref) else ["--repo", ref.source]
-    return [
-        "helm",
-        "upgrade",
-        "--install",
-        ref.name,
-        chart,
-        *repo,
-        "--version",
-        ref.version,
-        "--namespace",
-        ref.namespace,
-        "--create-namespace",
-        "--values",
-        values_path,
-    ]
+    flags = ["helm", "upgrade", "--install", *repo, "--version", ref.version, "--namespace", ref.namespace]
+    return [*flags, "--create-namespace", "--values", values_path], [ref.name, chart]
 
 
-def helm_uninstall_args(ref: ComponentRef) -> list[str]:
-    return ["helm", "uninstall", ref.name, "--namespace", ref.namespace, "--ignore-not-found"]
+def helm_uninstall_args(ref: ComponentRef) -> tuple[list[str], list[str]]:
+    """`helm uninstall` as (command and flags, positional release)."""
+    return ["helm", "uninstall", "--namespace", ref.namespace, "--ignore-not-found"], [ref.name]
 
 
 def kustomize_url(ref: ComponentRef) -> str:
@@ -74,6 +69,8 @@ for arg in "$@"; do
 done
 """
 
+# no `--` here: kubectl counts only the words before it as NAME ("exactly one NAME is required,
+# got 0"); namespaces are DNS-1123 labels (components.check_recipe), so never flag-like
 _ENSURE_NAMESPACE = """ensure_namespace() {
   kubectl create namespace "$1" --dry-run=client --output yaml | kubectl apply --filename - >/dev/null
 }"""
@@ -104,7 +101,8 @@ def deploy_script(recipe: Recipe, options: BundleOptions) -> str:
         lines.append("")
         lines.append(_echo(f"[{n}/{len(ordered)}] {ref.name} {ref.version} -> namespace {ref.namespace}"))
         if ref.type is ComponentType.HELM:
-            lines.append(command_line(helm_install_args(ref, f"{ref.name}/values.yaml"), trailing=WAIT_ARGS))
+            flags, positional = helm_install_args(ref, f"{ref.name}/values.yaml")
+            lines.append(command_line(flags, trailing=WAIT_ARGS, positional=positional))
         elif ref.type is ComponentType.MANIFEST:
             lines.append(command_line(["ensure_namespace", ref.namespace]))
             lines.append(
@@ -127,7 +125,8 @@ def undeploy_script(recipe: Recipe, options: BundleOptions) -> str:
         lines.append("")
         lines.append(_echo(f"[{n}/{len(ordered)}] removing {ref.name} from namespace {ref.namespace}"))
         if ref.type is ComponentType.HELM:
-            lines.append(command_line(helm_uninstall_args(ref), trailing=WAIT_ARGS))
+            flags, positional = helm_uninstall_args(ref)
+            lines.append(command_line(flags, trailing=WAIT_ARGS, positional=positional))
         else:
             source = ["--filename", manifests_dir(ref)] if ref.type is ComponentType.MANIFEST else []
             if ref.type is ComponentType.KUSTOMIZE:

@@ -8,7 +8,6 @@ looks complete.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
@@ -16,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dsx.bundles import layout
+from dsx import serialization
+from dsx.bundles import checksums, layout
 from dsx.errors import BadInputError, NotFoundError
 
 
@@ -106,21 +106,62 @@ def write_tree(tree: FileTree, directory: Path) -> None:
 def _check_replaceable(directory: Path) -> None:
     if not (directory / layout.MANIFEST).is_file():
         raise BadInputError(f"{directory}: not empty and not a dsx bundle; choose an empty or new directory")
-    try:
-        listed = json.loads((directory / layout.MANIFEST).read_bytes()).get("files")
-    except (OSError, ValueError, AttributeError):
-        listed = None
-    if not isinstance(listed, list):
-        raise BadInputError(f"{directory}: {layout.MANIFEST} has no file list; choose an empty or new directory")
-    known = {*map(str, listed), layout.MANIFEST, layout.CHECKSUMS, *layout.ATTESTATION_FILES}
+    trusted, changed = _verified_files(directory)
+    known = {*trusted, layout.MANIFEST, layout.CHECKSUMS, *layout.ATTESTATION_FILES}
     known_dirs = {"/".join(path.split("/")[:depth]) for path in known for depth in range(1, path.count("/") + 1)}
-    foreign = list(dict.fromkeys(_outermost(p, known_dirs) for p in _entries(directory) if p not in known))
+    entries = [p for p in _entries(directory) if p not in known]
+    problems = [f"{p}, changed since the bundle was written" for p in entries if p in changed]
+    foreign = list(dict.fromkeys(_outermost(p, known_dirs) for p in entries if p not in changed))
     if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        problems.append(", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""))
+        problems[-1] += ", not part of the bundle there"
+    if problems:
         raise BadInputError(
-            f"{directory}: holds {shown}, not part of the bundle there; replacing it would lose them "
+            f"{directory}: holds {'; '.join(problems)}; replacing it would lose them "
             "(move them, or choose an empty or new directory)"
         )
+
+
+def _verified_files(directory: Path) -> tuple[set[str], set[str]]:
+    """The earlier bundle's files that may be replaced, and those listed but edited since.
+
+    `bundle.json` and `checksums.txt` are plain files anyone can write, so their lists are
+    claims: a file counts only at a path a bundle can hold (no hidden or `..` segment, so a
+    forged list cannot claim `.git/config`), as a regular file listed by both, with the bytes
+    its checksum names. Everything else is kept, and the write refused.
+    """
+    source = f"{directory / layout.MANIFEST}"
+    try:
+        manifest = serialization.parse_json((directory / layout.MANIFEST).read_bytes(), source=source)
+        listed = manifest.get("files") if isinstance(manifest, dict) else None
+        sums = checksums.parse_checksums((directory / layout.CHECKSUMS).read_bytes(), source=layout.CHECKSUMS)
+    except (OSError, BadInputError):
+        listed = None
+    if not isinstance(listed, list):
+        raise BadInputError(
+            f"{directory}: {layout.MANIFEST} and {layout.CHECKSUMS} do not list the bundle's files; "
+            "choose an empty or new directory"
+        )
+    trusted: set[str] = set()
+    changed: set[str] = set()
+    for path in (p for p in listed if isinstance(p, str) and p in sums and _holdable(p)):
+        try:
+            if not stat.S_ISREG((directory / path).lstat().st_mode):
+                continue
+            digest = checksums.sha256_hex((directory / path).read_bytes())
+        except OSError:
+            continue
+        (trusted if digest == sums[path] else changed).add(path)
+    return trusted, changed
+
+
+def _holdable(path: str) -> bool:
+    """A path some bundle could hold: relative, no `..` and no hidden segment."""
+    try:
+        checksums.check_path(path, source="bundle")
+    except BadInputError:
+        return False
+    return not any(part.startswith(".") for part in path.split("/"))
 
 
 def _outermost(path: str, known_dirs: set[str]) -> str:

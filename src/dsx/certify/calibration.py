@@ -10,6 +10,7 @@ References describe one machine: the file names its host and is refused on anoth
 
 from __future__ import annotations
 
+import math
 import socket
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 
 from dsx import serialization
 from dsx.certify import catalog
-from dsx.errors import BadInputError
+from dsx.errors import BadInputError, allowed_values_message
 from dsx.model import certification as model
 
 KIND = "CertificationCalibration"
@@ -66,6 +67,8 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], *, source: str) -> Calibration:
+        if not isinstance(raw, Mapping):
+            raise BadInputError(f"{source}: expected a mapping at the top level, got {type(raw).__name__}")
         if raw.get("kind") != KIND:
             raise BadInputError(f"{source}: kind must be {KIND}")
         host = raw.get("host")
@@ -83,12 +86,17 @@ class Calibration:
                 raise BadInputError(f"{source}: references.{key} must map metric to a number")
             parsed: dict[model.Metric, float] = {}
             for metric, value in values.items():
+                where = f"{source}: references.{key}.{metric}"
                 try:
-                    parsed[model.Metric(metric)] = float(value)
-                except (ValueError, TypeError):
+                    known = model.Metric(metric)
+                except ValueError:
                     raise BadInputError(
-                        f"{source}: references.{key}.{metric}: expected a known metric with a number "
-                        f"({', '.join(m.value for m in model.Metric)})"
+                        allowed_values_message(f"{source}: references.{key}", "metric", metric, list(model.Metric))
                     ) from None
+                # every metric is a rate, a time or a ratio: a negative or infinite reference would
+                # let any measurement pass (or none), so only finite values of at least 0 are kept
+                if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+                    raise BadInputError(f"{where}: expected a finite number of at least 0, got {value!r}")
+                parsed[known] = float(value)
             references[str(key)] = parsed
         return cls(host=str(host), references=references)

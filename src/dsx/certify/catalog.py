@@ -122,7 +122,7 @@ def load_file(path: Path) -> Category:
         description=str(metadata.get("description", "")),
         workload=workload,
         scale=_enum(model.Scale, spec.get("scale"), where, "spec.scale"),
-        min_nodes=int(spec.get("minNodes", 2)),
+        min_nodes=_integer(spec, "minNodes", 2, f"{where}: spec"),
         thresholds=tuple(_rules(spec.get("thresholds", []), f"{where}: spec.thresholds")),
         local_thresholds=tuple(_rules(spec.get("localThresholds", []), f"{where}: spec.localThresholds")),
         source=str(path),
@@ -226,9 +226,9 @@ def _sweep(raw: Any, where: str) -> Sweep:
     sweep = Sweep(
         min_bytes=model.parse_bytes(entry.get("minBytes"), f"{where}.minBytes"),
         max_bytes=model.parse_bytes(entry.get("maxBytes"), f"{where}.maxBytes"),
-        step_factor=int(entry.get("stepFactor", 2)),
-        iterations=int(entry.get("iterations", 20)),
-        warmup_iterations=int(entry.get("warmupIterations", 5)),
+        step_factor=_integer(entry, "stepFactor", 2, where),
+        iterations=_integer(entry, "iterations", 20, where),
+        warmup_iterations=_integer(entry, "warmupIterations", 5, where),
     )
     _expect(sweep.min_bytes <= sweep.max_bytes, where, "minBytes must not exceed maxBytes")
     _expect(sweep.step_factor >= 2 and sweep.iterations >= 1, where, "stepFactor ≥ 2 and iterations ≥ 1")
@@ -238,12 +238,12 @@ def _sweep(raw: Any, where: str) -> Sweep:
 def _training(raw: Any, where: str) -> TrainingShape:
     entry = _mapping(raw, where)
     shape = TrainingShape(
-        steps=int(entry.get("steps", 0)),
-        warmup_steps=int(entry.get("warmupSteps", 0)),
-        log_interval=int(entry.get("logInterval", 1)),
-        hidden_size=int(entry.get("hiddenSize", 256)),
-        layers=int(entry.get("layers", 3)),
-        micro_batch_size=int(entry.get("microBatchSize", 16)),
+        steps=_integer(entry, "steps", 0, where),
+        warmup_steps=_integer(entry, "warmupSteps", 0, where),
+        log_interval=_integer(entry, "logInterval", 1, where),
+        hidden_size=_integer(entry, "hiddenSize", 256, where),
+        layers=_integer(entry, "layers", 3, where),
+        micro_batch_size=_integer(entry, "microBatchSize", 16, where),
     )
     _expect(shape.steps > shape.warmup_steps >= 0, where, "steps must exceed warmupSteps")
     return shape
@@ -260,6 +260,13 @@ def _enum(kind: Any, value: Any, where: str, field: str) -> Any:
         return kind(value)
     except ValueError:
         raise CatalogError(allowed_values_message(where, field, value, [k.value for k in kind])) from None
+
+
+def _integer(entry: Mapping[str, Any], key: str, default: int, where: str) -> int:
+    value = entry.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise CatalogError(f"{where}.{key}: expected an integer, got {value!r}")
+    return value
 
 
 def _expect(condition: bool, where: str, message: str) -> None:

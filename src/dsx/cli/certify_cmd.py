@@ -10,6 +10,7 @@ import click
 
 from dsx import interrupts
 from dsx.cli import snapshot_cmd
+from dsx.cli.params import FiniteFloatRange
 
 DEFAULT_NAMESPACE = "dsx-certify"
 RUN_ID = re.compile(r"[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?")
@@ -66,8 +67,8 @@ def certify() -> None:
 @click.option(
     "--interconnect", help="efa, infiniband, tcp, tcpxo, roce, mnnvl: picks thresholds and pod network setup."
 )
-@click.option("--timeout-seconds", type=click.FloatRange(min=1), help="Deadline of one workload run.")
-@click.option("--stall-timeout-seconds", type=click.FloatRange(min=1), help="Silence after which a run counts as hung.")
+@click.option("--timeout-seconds", type=FiniteFloatRange(min=1), help="Deadline of one workload run.")
+@click.option("--stall-timeout-seconds", type=FiniteFloatRange(min=1), help="Silence after which a run counts as hung.")
 @click.option("--no-isolate", is_flag=True, help="Do not search failed groups for the bad nodes.")
 @click.option(
     "--calibration",

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from dsx import serialization
+from dsx import atomic, serialization
 from dsx.errors import BadInputError
 
 FORMATS = ("yaml", "json", "table")
@@ -57,17 +57,24 @@ def render(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> st
 
 
 def write(text: str, output: str | None) -> None:
-    """Write to a file (atomically) or stdout."""
+    """Write to a file (atomically) or stdout.
+
+    A file is replaced, never written through (a link at the name is replaced too); a device or
+    pipe that exists at the name (`/dev/stdout`, a FIFO) is streamed into, as there is nothing to
+    replace, and replacing `/dev/stdout` itself would break the system for everyone.
+    """
     if output in (None, "-"):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
     path = Path(str(output))
     try:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            with open(path, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        atomic.write_file(path, text)
     except OSError as exc:
         raise BadInputError(f"{path}: cannot write: {exc.strerror}") from exc
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dsx.cli import output as cli_output
+from dsx.cli.params import INT64_MAX, FiniteFloatRange
 from dsx.cli.sentinel_parse_cmd import parse
 
 if TYPE_CHECKING:
@@ -53,7 +54,10 @@ def _since(text: str | None) -> datetime | None:
         return None
     match = _DURATION.match(text.strip())
     if match:
-        return datetime.now(UTC) - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+        try:
+            return datetime.now(UTC) - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+        except OverflowError:
+            raise BadInputError(f"--since: {text!r} reaches back before the year 1; give a shorter duration") from None
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
@@ -284,7 +288,12 @@ def run(
 @click.option("--url", default=None, help="Post to a sentinel's /v1/events instead of writing a store.")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None, help="Bearer token for --url.")
 @click.option(
-    "--interval", "interval_seconds", default=1.0, show_default=True, type=float, help="Seconds between polls."
+    "--interval",
+    "interval_seconds",
+    default=1.0,
+    show_default=True,
+    type=FiniteFloatRange(0, 86400),
+    help="Seconds between polls.",
 )
 @click.option("--once", is_flag=True, help="Poll once and exit.")
 def monitor(
@@ -329,7 +338,9 @@ def monitor(
 @click.option(
     "--since", default=None, help="Only events generated since TIME (RFC 3339) or a duration ago (30m, 24h, 7d)."
 )
-@click.option("--after", "after_sequence", default=0, type=click.IntRange(0), help="Only events past this sequence.")
+@click.option(
+    "--after", "after_sequence", default=0, type=click.IntRange(0, INT64_MAX), help="Only events past this sequence."
+)
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(1, 100000))
 @cli_output.format_options
 def events(
@@ -645,7 +656,7 @@ def request_validation(
         fleet, _ = _read_fleet(kubeconfig, sim_name)
         selector = policy_module.load(config).gpu_node_selector
         gpu_nodes = [node_facts.name(n) for n in fleet or [] if node_facts.selected(n, selector)]
-        found = requests.nodes_from_drift(report, gpu_nodes)
+        found = requests.nodes_from_drift(report, gpu_nodes, source=str(drift_file))
         wanted = {node: requests.reason(requests.ValidationKind.DRIFT, why) for node, why in found.items()}
     if dry_run:
         for node, why in sorted(wanted.items()):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from dsx.cli.params import FiniteFloatRange
+
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
@@ -18,7 +20,7 @@ import click
     "rate_per_second",
     default=20.0,
     show_default=True,
-    type=click.FloatRange(0.1),
+    type=FiniteFloatRange(0.1, 1_000_000),
     help="Sustained requests per second per token.",
 )
 @click.option("--print-openapi", is_flag=True, help="Print the OpenAPI document and exit.")

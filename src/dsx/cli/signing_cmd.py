@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from dsx import serialization
 from dsx.cli.main import run_result
 from dsx.errors import BadInputError, NotFoundError
 
@@ -132,7 +132,7 @@ def verify(path: str, key_paths: tuple[str, ...], trusted_dir: str | None, fmt: 
     except NotFoundError as exc:
         raise BadInputError(str(exc)) from exc
     if fmt == "json":
-        click.echo(json.dumps(verdict.to_dict(), indent=2), nl=True)
+        click.echo(serialization.dump_json(verdict.to_dict()), nl=False)
     else:
         click.echo(render_verdict(verdict), nl=False)
     run_result(verdict.exit_code)

@@ -18,7 +18,7 @@ import time
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from dsx import errors, serialization
+from dsx import atomic, errors, serialization
 from dsx.demo import install, journal
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ class Steps:
         if self.store is None:
             return
         document = runtime_module.status_document(self.store, None)
-        self.demo.path(STATUS_FILE).write_text(serialization.dump_json(document), encoding="utf-8")
+        atomic.write_file(self.demo.path(STATUS_FILE), serialization.dump_json(document))
         self.demo.artifact("sentinelStatus", STATUS_FILE)
 
     # ---- the fault ---------------------------------------------------------------------------------

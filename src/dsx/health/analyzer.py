@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 import threading
 import time
 from collections import deque
@@ -213,6 +214,8 @@ def load_rules(path: str | Path = RULES_PATH) -> list[AnalyzerRule]:
 
 
 def rules_from_dict(data: Mapping[str, Any], *, source: str) -> list[AnalyzerRule]:
+    if not isinstance(data, Mapping):
+        raise BadInputError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise BadInputError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
     raw_rules = data.get("rules")
@@ -242,10 +245,10 @@ def _rule(item: object, where: str) -> AnalyzerRule:
     if not isinstance(group_by, list) or not group_by:
         raise BadInputError(f"{where}.group_by: expected a non-empty list of keys")
     for key in group_by:
-        if key not in GROUP_KEYS:
+        if not isinstance(key, str) or key not in GROUP_KEYS:
             raise BadInputError(allowed_values_message(f"{where}.group_by", "key", key, GROUP_KEYS))
     window, threshold = item["window_seconds"], item["threshold"]
-    if not isinstance(window, int | float) or isinstance(window, bool) or window <= 0:
+    if not isinstance(window, int | float) or isinstance(window, bool) or not 0 < window < math.inf:
         raise BadInputError(f"{where}.window_seconds: expected a positive number, got {window!r}")
     if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
         raise BadInputError(f"{where}.threshold: expected an integer ≥ 1, got {threshold!r}")

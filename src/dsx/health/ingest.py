@@ -8,10 +8,10 @@ is all-or-nothing: one bad event rejects the request, so a monitor never half-de
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dsx import serialization
 from dsx.errors import BadInputError, PayloadTooLargeError
 from dsx.model.health import HealthEvent
 
@@ -21,11 +21,7 @@ most), events a sender posts at once, and events ingestion accepts per request."
 
 
 def parse_body(body: bytes, *, source: str = "request body") -> list[HealthEvent]:
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"{source}: not JSON: {exc}") from exc
-    return parse_document(document, source=source)
+    return parse_document(serialization.parse_json(body, source=source), source=source)
 
 
 def parse_document(document: Any, *, source: str = "request body") -> list[HealthEvent]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -309,8 +310,8 @@ class _Fields:
 
     def number(self, key: str, default: float, *, minimum: float = 0.0, above: bool = False) -> float:
         value = self.raw.get(key, default)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise BadInputError(f"{self.at(key)}: expected a number, got {value!r}")
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            raise BadInputError(f"{self.at(key)}: expected a finite number, got {value!r}")
         if value < minimum or (above and value <= minimum):
             relation = "above" if above else "at least"
             raise BadInputError(f"{self.at(key)}: {value} is out of range; allowed: {relation} {minimum:g}")
@@ -371,6 +372,8 @@ _TOP = (
 
 
 def from_dict(data: Mapping[str, Any], *, source: str) -> SentinelPolicy:
+    if not isinstance(data, Mapping):
+        raise BadInputError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise BadInputError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
     top = _Fields(data, source, _TOP)

@@ -52,7 +52,7 @@ class Taint:
         if unknown:
             raise BadInputError(allowed_values_message(source, "field", unknown[0], ("key", "value", "effect")))
         effect = raw.get("effect", TaintEffect.NO_SCHEDULE.value)
-        if effect not in {e.value for e in TaintEffect}:
+        if not isinstance(effect, str) or effect not in {e.value for e in TaintEffect}:
             raise BadInputError(allowed_values_message(source, "effect", effect, [e.value for e in TaintEffect]))
         value = raw.get("value", "")
         if not isinstance(value, str):

@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from dsx.errors import ConflictError
+from dsx.errors import BadInputError, ConflictError
 from dsx.health import nodes
 from dsx.health.eventstore import OPEN_VALIDATION, EventStore, ValidationRequest, ValidationStatus
 from dsx.health.policy import CertificationSettings, SentinelPolicy, Stage
@@ -81,13 +81,14 @@ FLEET_WIDE_DRIFT = frozenset(
 NODE_DRIFT = frozenset({"node", "node-added", "pool-label"})
 
 
-def nodes_from_drift(report: Mapping[str, Any], gpu_nodes: Iterable[str]) -> dict[str, str]:
+def nodes_from_drift(
+    report: Mapping[str, Any], gpu_nodes: Iterable[str], *, source: str = "drift report"
+) -> dict[str, str]:
     """Node → reason for a `dsx diff` report (kind DriftReport): the nodes whose tests it invalidates."""
     fleet = sorted(gpu_nodes)
     affected: dict[str, list[str]] = {}
-    for change in report.get("changes", []) or []:
-        kind, subject = str(change.get("kind", "")), str(change.get("subject", ""))
-        path = str(change.get("path", ""))
+    for change in _drift_changes(report, source):
+        kind, subject, path = change["kind"], change["subject"], change["path"]
         what = f"{kind} {subject}{' ' + path if path else ''}"
         if kind in NODE_DRIFT and subject in fleet:
             affected.setdefault(subject, []).append(what)
@@ -95,6 +96,23 @@ def nodes_from_drift(report: Mapping[str, Any], gpu_nodes: Iterable[str]) -> dic
             for node in fleet:
                 affected.setdefault(node, []).append(what)
     return {node: "; ".join(sorted(set(items)))[:400] for node, items in sorted(affected.items())}
+
+
+def _drift_changes(report: Mapping[str, Any], source: str) -> list[dict[str, str]]:
+    """The report's changes, each field checked: a hand-edited or foreign report fails naming the field."""
+    changes = report.get("changes") or []
+    if not isinstance(changes, list):
+        raise BadInputError(f"{source}: changes: expected a list, got {type(changes).__name__}")
+    checked: list[dict[str, str]] = []
+    for n, change in enumerate(changes):
+        if not isinstance(change, Mapping):
+            raise BadInputError(f"{source}: changes[{n}]: expected a mapping, got {type(change).__name__}")
+        fields = {key: change.get(key) or "" for key in ("kind", "subject", "path")}
+        for key, value in fields.items():
+            if not isinstance(value, str):
+                raise BadInputError(f"{source}: changes[{n}].{key}: expected a string, got {type(value).__name__}")
+        checked.append(fields)
+    return checked
 
 
 # -- joining nodes -------------------------------------------------------------------------------

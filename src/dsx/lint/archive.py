@@ -17,7 +17,6 @@ import tarfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
-from dsx import serialization
 from dsx.errors import BadInputError
 from dsx.lint import chart as chart_data
 
@@ -60,7 +59,7 @@ def cache_layout(files: Mapping[str, bytes], *, source: str, depth: int = 0) -> 
     """The dsx cache files (path → bytes) for one unpacked chart, subcharts included."""
     if depth > MAX_SUBCHART_DEPTH:
         raise BadInputError(f"{source}: subcharts nested deeper than {MAX_SUBCHART_DEPTH}")
-    chart_yaml = serialization.parse_yaml(_text(files["Chart.yaml"], source), source=f"{source}: Chart.yaml") or {}
+    chart_yaml = chart_data.parse_yaml_fast(_text(files["Chart.yaml"], source), source=f"{source}: Chart.yaml") or {}
     if not isinstance(chart_yaml, dict):
         raise BadInputError(f"{source}: Chart.yaml must be a mapping")
     out: dict[str, bytes] = {
@@ -79,7 +78,7 @@ def cache_layout(files: Mapping[str, bytes], *, source: str, depth: int = 0) -> 
     declared = [key for names in keys_by_chart.values() for key in names]
     vendored: list[str] = []
     for sub_files in _subcharts(files, source=source, depth=depth).values():
-        sub_chart = serialization.parse_yaml(_text(sub_files["Chart.yaml"], source), source=source) or {}
+        sub_chart = chart_data.parse_yaml_fast(_text(sub_files["Chart.yaml"], source), source=source) or {}
         sub_name = str(sub_chart.get("name", "")) if isinstance(sub_chart, dict) else ""
         if not sub_name:
             continue

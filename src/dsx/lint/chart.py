@@ -9,14 +9,11 @@ and the `Chart.yaml` dependencies). Both read into the same `ChartData`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from dsx import serialization
 from dsx.errors import BadInputError
@@ -195,17 +192,13 @@ def _replacement(note: str, parent: KeyPath, known: set[KeyPath], exclude: str =
     return None
 
 
+CHART_LIMITS = serialization.Limits(max_bytes=256 * 2**20, max_elements=20_000_000, duplicate_keys=True)
+"""Repository indexes run to tens of MiB, and Helm reads a repeated values key as the last one."""
+
+
 def parse_yaml_fast(text: str | bytes, *, source: str) -> Any:
-    """Safe YAML parsing through libyaml when PyYAML has it: chart values and repository indexes
-    are large, and the pure-Python parser takes most of a lint run's time on them."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader, chosen above
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise BadInputError(f"{source}: malformed YAML{where}: {problem}") from exc
+    """Chart values and repository indexes through the safe loader, with room for their size."""
+    return serialization.parse_yaml(text, source=source, limits=CHART_LIMITS)
 
 
 # --- reading a chart directory ----------------------------------------------------------------
@@ -225,7 +218,7 @@ def key_paths(values: Mapping[str, Any], prefix: KeyPath = ()) -> set[KeyPath]:
 def load_chart_dir(directory: Path, *, name: str, version: str, origin: str) -> ChartData:
     """Read one chart directory (cache layout or unpacked chart); BadInputError names a broken file."""
     values_path = directory / VALUES_FILE
-    values_text = serialization.read_text(values_path)
+    values_text = serialization.read_text(values_path, max_bytes=CHART_LIMITS.max_bytes)
     defaults = parse_yaml_fast(values_text, source=str(values_path)) or {}
     if not isinstance(defaults, dict):
         raise BadInputError(f"{values_path}: expected a mapping at the top level")
@@ -285,10 +278,9 @@ def _subcharts_of(directory: Path, chart_yaml: Mapping[str, Any]) -> tuple[tuple
 def _load_schema(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
-    try:
-        schema = json.loads(serialization.read_text(path))
-    except json.JSONDecodeError as exc:
-        raise BadInputError(f"{path}: malformed JSON (line {exc.lineno}): {exc.msg}") from exc
+    schema = serialization.parse_json(
+        serialization.read_text(path, max_bytes=CHART_LIMITS.max_bytes), source=str(path), limits=CHART_LIMITS
+    )
     if not isinstance(schema, dict):
         raise BadInputError(f"{path}: a values schema must be a JSON object")
     return schema
@@ -297,5 +289,5 @@ def _load_schema(path: Path) -> dict[str, Any] | None:
 def _load_chart_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    data = serialization.load_yaml_file(path) or {}
+    data = serialization.load_yaml_file(path, limits=CHART_LIMITS) or {}
     return data if isinstance(data, dict) else {}

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsx import atomic, serialization, settings
 from dsx import catalog as catalog_data
-from dsx import settings
-from dsx.errors import BadInputError, CatalogError, allowed_values_message
+from dsx.bundles import layout
+from dsx.errors import BadInputError, CatalogError, DsxError, allowed_values_message
 from dsx.model import constraints as constraint_model
 from dsx.model import criteria as criteria_model
 from dsx.model import health_asserts
@@ -212,26 +213,20 @@ def _write_cache(cache_file: Path, sources: _Sources) -> None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         for stale in cache_file.parent.glob("catalog-*.json"):
             stale.unlink(missing_ok=True)
-        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(cache_file)
+        atomic.write_file(cache_file, text)
     except OSError:
         return
 
 
 def _parse_files(paths: list[Path], folder: Path) -> list[tuple[str, Mapping[str, Any]]]:
     """Each YAML file parsed, named relative to the catalog root (`overlays/eks.yaml`)."""
-    import yaml  # deferred: with a warm cache no YAML is parsed at all
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     found: list[tuple[str, Mapping[str, Any]]] = []
     for path in paths:
         source = str(path.relative_to(folder.parent))
         try:
-            with open(path, encoding="utf-8") as handle:
-                doc = yaml.load(handle, Loader=loader)  # noqa: S506 - CSafeLoader/SafeLoader only
-        except yaml.YAMLError as exc:
-            raise CatalogError(f"{source}: malformed YAML: {exc}") from exc
+            doc = serialization.parse_yaml(serialization.read_text(path), source=source)
+        except DsxError as exc:
+            raise CatalogError(str(exc)) from exc
         if not isinstance(doc, Mapping):
             raise CatalogError(f"{source}: expected a mapping at the top level")
         found.append((source, doc))
@@ -426,6 +421,8 @@ def _parse_thresholds(raw: object, source: str) -> dict[str, str]:
 
 def _parse_component(doc: Mapping[str, Any], source: str, folder: Path) -> ComponentRef:
     name, spec = _header(doc, source, COMPONENT_KIND, _COMPONENT_SPEC_FIELDS)
+    if name in layout.RESERVED_COMPONENT_NAMES:
+        raise CatalogError(layout.reserved_name_message(f"{source}: metadata.name {name!r}"))
     manifest_files = spec.get("manifestFiles") or []
     if not isinstance(manifest_files, list):
         raise CatalogError(f"{source}: spec.manifestFiles must be a list of file names")

@@ -8,12 +8,11 @@ in-toto JSON lines for in-toto tooling and as a Sigstore bundle for cosign.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dsx import serialization
+from dsx import atomic, serialization
 from dsx.bundles import layout
 from dsx.bundles.tree import FileTree, read_tree
 from dsx.errors import BadInputError, CheckFailedError
@@ -90,9 +89,7 @@ def _recipe_document(path: Path) -> Mapping[str, Any]:
 def _write(path: Path, data: bytes) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        atomic.write_file(path, data)
     except OSError as exc:
         raise BadInputError(f"{path}: cannot write: {exc.strerror}") from exc
     return path

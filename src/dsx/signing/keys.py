@@ -18,6 +18,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
+from dsx import atomic
 from dsx.errors import BadInputError, NotFoundError, allowed_values_message
 from dsx.signing.signer import Algorithm
 
@@ -123,7 +124,7 @@ def write_key_pair(prefix: Path, algorithm: Algorithm, passphrase: bytes | None 
         with os.fdopen(fd, "wb") as handle:
             handle.write(private_pem)
         os.chmod(paths.private, 0o600)  # the umask may have narrowed it further; never wider
-        paths.public.write_bytes(public_pem(private_key.public_key()))
+        atomic.write_file(paths.public, public_pem(private_key.public_key()))
     except OSError as exc:
         raise BadInputError(f"{prefix}: cannot write key pair: {exc.strerror}") from exc
     return paths

@@ -9,7 +9,6 @@ canonical JSON, so signing the same statement with Ed25519 gives the same bytes.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,10 +56,7 @@ class Statement:
 
     @classmethod
     def from_payload(cls, payload: bytes, *, source: str) -> Statement:
-        try:
-            data = json.loads(payload)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BadInputError(f"{source}: statement is not JSON") from exc
+        data = serialization.parse_json(payload, source=f"{source}: statement")
         if not isinstance(data, dict) or data.get("_type") != STATEMENT_TYPE:
             raise BadInputError(f"{source}: not an in-toto Statement v1 (_type must be {STATEMENT_TYPE})")
         raw_subjects = data.get("subject")

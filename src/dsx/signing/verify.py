@@ -10,11 +10,11 @@ touches the network.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dsx import serialization
 from dsx.bundles import checksums, layout
 from dsx.bundles.tree import FileTree, read_tree
 from dsx.errors import BadInputError
@@ -74,8 +74,8 @@ def read_manifest(tree: FileTree) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        data = serialization.parse_json(raw, source=layout.MANIFEST)
+    except BadInputError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -85,14 +85,17 @@ def read_envelopes(data: bytes, *, source: str) -> list[dsse.Envelope]:
     try:
         text = data.decode("utf-8")
         if source.endswith(SIGSTORE_SUFFIX) or source.endswith(".json"):
-            return [sigstore.envelope_of(json.loads(text), source=source)]
+            return [sigstore.envelope_of(serialization.parse_json(text, source=source), source=source)]
         lines = [line for line in text.splitlines() if line.strip()]
         if not lines:
             raise BadInputError(f"{source}: empty attestation")
         return [
-            dsse.Envelope.from_dict(json.loads(line), source=f"{source}: line {n}") for n, line in enumerate(lines, 1)
+            dsse.Envelope.from_dict(
+                serialization.parse_json(line, source=f"{source}: line {n}"), source=f"{source}: line {n}"
+            )
+            for n, line in enumerate(lines, 1)
         ]
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise BadInputError(f"{source}: not JSON") from exc
 
 

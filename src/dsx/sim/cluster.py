@@ -14,7 +14,6 @@ import dataclasses
 import datetime
 import enum
 import fcntl
-import os
 import re
 import shutil
 import socket
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsx import errors, serialization, settings
+from dsx import atomic, errors, serialization, settings
 from dsx.kube.client import KubeClient
 from dsx.sim import binaries, kwok, nodes, pki, processes
 
@@ -193,9 +192,7 @@ class SimCluster:
 
     def _save(self, state: ClusterState) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_name(f".{STATE_FILE}.tmp")
-        tmp.write_text(serialization.dump_json(state.to_dict()), encoding="utf-8")
-        tmp.replace(self.state_file)
+        atomic.write_file(self.state_file, serialization.dump_json(state.to_dict()))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -433,9 +430,7 @@ class SimCluster:
             "current-context": context,
             "preferences": {},
         }
-        fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(serialization.dump_yaml(config))
+        atomic.write_file(self.kubeconfig, serialization.dump_yaml(config), mode=0o600)
 
     # ---- nodes and readiness ----------------------------------------------------------------
 

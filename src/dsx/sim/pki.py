@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from dsx import atomic
 
 VALIDITY = datetime.timedelta(days=3650)
 APISERVER_SERVICE_IP = "10.96.0.1"
@@ -68,11 +69,7 @@ class Pki:
 
 
 def _write(path: Path, data: bytes, *, secret: bool) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    tmp.replace(path)
+    atomic.write_file(path, data, mode=0o600 if secret else 0o644)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:

@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dsx import serialization
 from dsx.errors import BadInputError
 from dsx.model import snapshot
 
@@ -29,15 +30,33 @@ OWNER_LABELS = {"owner": "helm"}
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 
 
+MAX_RELEASE_BYTES = 64 * 2**20
+"""A release's JSON after gunzip: a Secret holds 1 MiB, which a gzip bomb turns into a gigabyte."""
+
+
+def _gunzip(data: bytes, source: str) -> bytes:
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = inflater.decompress(data, MAX_RELEASE_BYTES)
+    if inflater.unconsumed_tail:
+        limit = MAX_RELEASE_BYTES
+        raise BadInputError(f"{source}: Helm release inflates past {limit} bytes (limit {limit})")
+    if not inflater.eof:
+        raise BadInputError(f"{source}: not a Helm release payload: truncated gzip data")
+    return out
+
+
 def decode_secret_data(data: str, *, source: str) -> dict[str, Any]:
     """The release JSON from a Secret's `data.release` (the Kubernetes base64 layer included)."""
     try:
         helm_text = base64.b64decode(data, validate=True)
         payload = base64.b64decode(helm_text, validate=True)
         if payload.startswith(_GZIP_MAGIC):
-            payload = gzip.decompress(payload)
-        release = json.loads(payload)
+            payload = _gunzip(payload, source)
     except (binascii.Error, OSError, EOFError, zlib.error, ValueError) as exc:
+        raise BadInputError(f"{source}: not a Helm release payload: {exc}") from exc
+    try:
+        release = serialization.parse_json(payload, source="release JSON")
+    except BadInputError as exc:
         raise BadInputError(f"{source}: not a Helm release payload: {exc}") from exc
     if not isinstance(release, dict):
         raise BadInputError(f"{source}: Helm release payload is not a JSON object")

@@ -144,6 +144,43 @@ def test_rewriting_refuses_to_lose_files_the_previous_bundle_does_not_list(
     assert tree.read_tree(out).tree == before
 
 
+@pytest.mark.parametrize("claimed", [".git/config", "../outside.txt", "NOTES.md"])
+def test_a_forged_file_list_cannot_make_rewriting_delete_a_file(
+    render_bundle: Callable[..., FileTree], tmp_path: Path, claimed: str
+) -> None:
+    """bundle.json and checksums.txt are claims: listing a file (with its true digest) at a
+    hidden or escaping path, or one that is not there as listed, never makes it replaceable."""
+    out = tmp_path / "b"
+    tree.write_tree(render_bundle(Deployer.HELM), out)
+    victim = (out / claimed).resolve() if ".." in claimed else out / claimed
+    victim.parent.mkdir(parents=True, exist_ok=True)
+    victim.write_text("[core]\n")
+    manifest = json.loads((out / layout.MANIFEST).read_text())
+    manifest["files"].append(claimed)
+    (out / layout.MANIFEST).write_text(json.dumps(manifest))
+    sums = (out / layout.CHECKSUMS).read_bytes() + f"{checksums.sha256_hex(victim.read_bytes())}  {claimed}\n".encode()
+    if claimed == "NOTES.md":  # a plain path, listed by both, whose bytes no longer match
+        victim.write_text("my notes\n")
+    (out / layout.CHECKSUMS).write_bytes(sums)
+
+    with pytest.raises(BadInputError, match="choose an empty or new directory"):
+        tree.write_tree(render_bundle(Deployer.FLUX), out)
+
+    assert victim.read_text() in ("[core]\n", "my notes\n")
+    assert (out / "deploy.sh").is_file()
+
+
+def test_rewriting_refuses_to_lose_an_edited_file(render_bundle: Callable[..., FileTree], tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    tree.write_tree(render_bundle(Deployer.HELM), out)
+    values = next(p for p in sorted(out.glob("*/values.yaml")))
+    values.write_text("edited: true\n")
+
+    with pytest.raises(BadInputError, match=r"values\.yaml, changed since the bundle was written"):
+        tree.write_tree(render_bundle(Deployer.HELM), out)
+    assert values.read_text() == "edited: true\n"
+
+
 def test_refuses_to_overwrite_a_directory_that_is_not_a_bundle(
     render_bundle: Callable[..., FileTree], tmp_path: Path
 ) -> None:

@@ -46,19 +46,20 @@ def _run(bundle: FileTree, script: str, tmp_path: Path, *args: str) -> list[list
 def test_deploy_installs_in_order_with_pinned_versions(small_recipe: Recipe, tmp_path: Path) -> None:
     calls = _run(render.render(small_recipe, Deployer.HELM), "deploy.sh", tmp_path)
     helm_calls = [c for c in calls if c[0] == "helm"]
-    assert [c[3] for c in helm_calls] == ["cert-manager", "gpu-operator", "kai-scheduler"]
+    assert [c[-2] for c in helm_calls] == ["cert-manager", "gpu-operator", "kai-scheduler"]
     gpu = helm_calls[1]
     assert gpu[1:] == [
-        "upgrade", "--install", "gpu-operator", "gpu-operator",
+        "upgrade", "--install",
         "--repo", "https://helm.ngc.nvidia.com/nvidia", "--version", "v25.10.1",
         "--namespace", "gpu-operator", "--create-namespace",
         "--values", "gpu-operator/values.yaml", "--wait", "--timeout", "10m",
+        "--", "gpu-operator", "gpu-operator",
     ]  # fmt: skip
-    assert helm_calls[2][4] == "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"
+    assert helm_calls[2][-1] == "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"
     applies = [c for c in calls if c[:2] == ["kubectl", "apply"]]
     assert applies[1][4:6] == ["--filename", "skyhook-customizations/manifests/"]
     assert applies[-1][-1] == "https://github.com/kubernetes-sigs/jobset.git//config/default?ref=v0.8.0"
-    order = [c[3] if c[0] == "helm" else c[-1] for c in calls if c[0] == "helm" or (c[1] == "apply" and c[-1] != "-")]
+    order = [c[-2] if c[0] == "helm" else c[-1] for c in calls if c[0] == "helm" or (c[1] == "apply" and c[-1] != "-")]
     assert order.index("gpu-operator") < order.index("skyhook-customizations/manifests/")
 
 
@@ -69,7 +70,8 @@ def test_no_wait_drops_the_wait_flags(small_recipe: Recipe, tmp_path: Path) -> N
 
 def test_undeploy_removes_in_reverse_order(small_recipe: Recipe, tmp_path: Path) -> None:
     calls = _run(render.render(small_recipe, Deployer.HELM), "undeploy.sh", tmp_path)
-    uninstalled = [c[2] for c in calls if c[:2] == ["helm", "uninstall"]]
+    uninstalled = [c[-1] for c in calls if c[:2] == ["helm", "uninstall"]]
+    assert all(c[-2] == "--" for c in calls if c[:2] == ["helm", "uninstall"])
     assert uninstalled == ["kai-scheduler", "gpu-operator", "cert-manager"]
     assert calls[0][:2] == ["kubectl", "delete"] and "--kustomize" in calls[0]
 
@@ -90,12 +92,23 @@ def test_recipe_values_never_reach_the_shell(
     recipe = Recipe.from_dict(raw, source="hostile.yaml")
     calls = _run(render.render(recipe, Deployer.HELM), "deploy.sh", tmp_path)
     assert not (tmp_path / "PWNED").exists()
-    gpu_call = next(c for c in calls if c[0] == "helm" and c[3] == "gpu-operator")
-    assert gpu_call[4] == hostile
+    gpu_call = next(c for c in calls if c[0] == "helm" and c[-2] == "gpu-operator")
+    assert gpu_call[-1] == hostile
     assert gpu_call[gpu_call.index("--version") + 1] == hostile
     assert gpu_call[gpu_call.index("--repo") + 1] == f"https://helm.example.com/{hostile}"
     _run(render.render(recipe, Deployer.HELM), "undeploy.sh", tmp_path)
     assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("flag", ["--post-renderer", "-f"])
+def test_a_chart_named_like_a_flag_reaches_helm_as_a_name(small_recipe: Recipe, flag: str, tmp_path: Path) -> None:
+    raw = small_recipe.to_dict()
+    gpu = next(r for r in raw["componentRefs"] if r["name"] == "gpu-operator")
+    gpu["chart"] = flag
+    calls = _run(render.render(Recipe.from_dict(raw, source="flag.yaml"), Deployer.HELM), "deploy.sh", tmp_path)
+    gpu_call = next(c for c in calls if c[0] == "helm" and c[-2] == "gpu-operator")
+    assert gpu_call[-3:] == ["--", "gpu-operator", flag]
+    assert gpu_call.count(flag) == 1
 
 
 def test_scripts_pass_bash_syntax_check(render_bundle: Callable[..., FileTree], tmp_path: Path) -> None:

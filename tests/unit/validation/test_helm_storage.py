@@ -3,6 +3,8 @@ or not), the latest revision wins, and a broken Secret is reported instead of dr
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -73,4 +75,11 @@ def test_encoding_is_deterministic() -> None:
 @pytest.mark.parametrize("data", ["***", "Zm9v", ""])
 def test_garbage_payload_is_bad_input(data: str) -> None:
     with pytest.raises(BadInputError, match="not a Helm release payload"):
+        helm_storage.decode_secret_data(data, source="Secret x/y")
+
+
+def test_a_gzip_bomb_in_a_release_secret_is_refused_without_inflating_it() -> None:
+    bomb = gzip.compress(b"[" + b" " * (helm_storage.MAX_RELEASE_BYTES + 1) + b"]")
+    data = base64.b64encode(base64.b64encode(bomb)).decode()
+    with pytest.raises(BadInputError, match=r"Secret x/y: Helm release inflates past 67108864 bytes"):
         helm_storage.decode_secret_data(data, source="Secret x/y")

@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
+from dsx import atomic
 from dsx.errors import BadInputError, UnavailableError
 from dsx.health import ingest, xid
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent
@@ -424,12 +425,7 @@ class StateFile:
 
     def save(self, state: Mapping[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with temporary.open("w", encoding="utf-8") as handle:
-            json.dump(state, handle, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
+        atomic.write_file(self.path, json.dumps(dict(state), sort_keys=True))
 
 
 class KernelLogMonitor:

@@ -115,6 +115,8 @@ def load_policies(path: str | Path = POLICIES_PATH) -> list[NodePolicy]:
 
 
 def policies_from_dict(data: Mapping[str, Any], *, source: str) -> list[NodePolicy]:
+    if not isinstance(data, Mapping):
+        raise BadInputError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise BadInputError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
     raw = data.get("policies")

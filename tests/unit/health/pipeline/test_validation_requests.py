@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+import pytest
+
+from dsx.errors import BadInputError
 from dsx.health import nodes, validation_requests
 from dsx.health.eventstore import ValidationStatus
 from dsx.health.policy import PIPELINE, Stage
@@ -159,3 +162,16 @@ def test_within_the_baselines_second_the_known_nodes_decide(store, clock, observ
     assert watch.observe(fleet.get_node("new")) is True
     restarted = JoiningNodes(store, fleet, policy_with(Stage.VALIDATION), observer, clock=clock)
     assert restarted.known == frozenset({"old"}) and restarted.since == watch.since
+
+
+@pytest.mark.parametrize(
+    ("report", "message"),
+    [
+        ({"changes": "node n1"}, r"drift\.json: changes: expected a list, got str"),
+        ({"changes": ["node n1"]}, r"drift\.json: changes\[0\]: expected a mapping, got str"),
+        ({"changes": [{"kind": "node", "subject": ["n1"]}]}, r"drift\.json: changes\[0\]\.subject: expected a string"),
+    ],
+)
+def test_a_malformed_drift_report_names_the_field(report: dict[str, object], message: str) -> None:
+    with pytest.raises(BadInputError, match=message):
+        validation_requests.nodes_from_drift(report, ["n1"], source="drift.json")
