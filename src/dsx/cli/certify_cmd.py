@@ -108,6 +108,9 @@ def run(**options: Any) -> None:
     """Certify nodes: run each category over node groups, judge, isolate faults, report."""
     from pathlib import Path
 
+    from datetime import UTC, datetime
+
+    from dsx import version
     from dsx.certify import reports
     from dsx.cli import output
     from dsx.cli.main import run_result
@@ -115,13 +118,16 @@ def run(**options: Any) -> None:
 
     spec, ranks_given = _spec(options)
     progress = _Progress(enabled=not options["quiet"])
+    started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if options["executor_kind"] == "kubernetes":
         result = _run_kubernetes(spec, options, progress, ranks_given=ranks_given)
         if result is None:  # --dry-run
             return
     else:
         result = _run_local(spec, options, progress)
-    document = reports.document(result)
+    document = reports.document(
+        result, started_at=started_at, cluster=options.get("cluster_name"), version=version.describe()
+    )
     output.write(reports.to_json(document), options["json_path"])
     html_path = options["html_path"] or str(Path(options["json_path"]).with_suffix(".html"))
     output.write(reports.html(document), html_path)
@@ -155,6 +161,9 @@ def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
     injections = tuple(model.FaultInjection.parse(text) for text in options["injections"])
     spec = replace(spec, target=replace(spec.target, node_count=count), injections=injections)
     stored = _load_calibration(options["calibration_path"])
+    from dsx.certify import calibration
+
+    options["cluster_name"] = f"local: {count} simulated nodes on {calibration.this_host()}"
     try:
         with LocalExecutor(count, injections=injections) as executor:
             return engine.certify(spec, executor, progress=progress, calibration=stored)
@@ -181,6 +190,7 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
     if options["node_count"]:
         spec = replace(spec, target=replace(spec.target, node_count=options["node_count"]))
     with snapshot_cmd.kube_client(options["kubeconfig"], options["context"]) as client:
+        options["cluster_name"] = _cluster_name(client, options["context"])
         nodes = certify_jobs.candidate_nodes(client)
         if not ranks_given:
             ranks = kubernetes.default_ranks_per_node(n for n in nodes if spec.target.selects(n))
@@ -208,6 +218,13 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
         )
         with interrupts.sigterm_as_keyboard_interrupt(), executor:
             return engine.certify(spec, executor, progress=progress)
+
+
+def _cluster_name(client: Any, context: str | None) -> str:
+    """The kube context and API server a report was taken against, as far as the client knows them."""
+    server = str(getattr(client, "server", "") or "")
+    name = f"context {context}" if context else "current context"
+    return f"{server} ({name})" if server else name
 
 
 def _run_id(value: str | None) -> str | None:

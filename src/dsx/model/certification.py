@@ -54,6 +54,37 @@ class Metric(enum.StrEnum):
     AVG_TFLOPS_PER_GPU = "avgTflopsPerGpu"
     GOODPUT_RATIO = "goodputRatio"
 
+    @property
+    def label(self) -> str:
+        """Words for reports and progress lines."""
+        return _METRIC_DISPLAY[self][0]
+
+    @property
+    def unit(self) -> str:
+        """The unit values are shown in: bandwidth keys end in `Gbps` but hold GB/s, as nccl-tests prints."""
+        return _METRIC_DISPLAY[self][1]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self is not Metric.AVG_STEP_TIME_SECONDS
+
+    def shown(self, value: float) -> float:
+        """`value` in `unit` (step time is kept in seconds and shown in milliseconds)."""
+        return value * _METRIC_DISPLAY[self][2]
+
+    def format(self, value: float) -> str:
+        """`11.8 GB/s`, `74.5 ms`: three significant digits and the unit."""
+        return f"{self.shown(value):.3g} {self.unit}".rstrip()
+
+
+_METRIC_DISPLAY: dict[Metric, tuple[str, str, float]] = {
+    Metric.BUS_BANDWIDTH_GBPS: ("bus bandwidth", "GB/s", 1.0),
+    Metric.ALG_BANDWIDTH_GBPS: ("algorithm bandwidth", "GB/s", 1.0),
+    Metric.AVG_STEP_TIME_SECONDS: ("step time", "ms", 1e3),
+    Metric.AVG_TFLOPS_PER_GPU: ("TFLOPS per GPU", "TFLOPS", 1.0),
+    Metric.GOODPUT_RATIO: ("goodput", "", 1.0),
+}
+
 
 class Status(enum.StrEnum):
     """Verdict of one group or one node."""
