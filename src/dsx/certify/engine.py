@@ -371,7 +371,8 @@ class _CategoryRunner:
         ]
         self._tell(f"calibrating the local reference for {world_size} rank(s): {len(runs)} runs")
         values: dict[model.Metric, list[float]] = {}
-        for index, outcome in enumerate(self.executor.run(runs), start=1):
+        for index, run in enumerate(runs, start=1):  # one at a time, so each reports as it ends
+            (outcome,) = self.executor.run([run])
             self.calibration_runs += 1
             judgement = measure.judge(outcome, {}, None)
             if judgement.failure is not None:

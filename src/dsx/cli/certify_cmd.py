@@ -106,13 +106,11 @@ def certify() -> None:
 @click.option("--quiet", is_flag=True, help="No live progress on stderr.")
 def run(**options: Any) -> None:
     """Certify nodes: run each category over node groups, judge, isolate faults, report."""
+    from datetime import UTC, datetime
     from pathlib import Path
 
-    from datetime import UTC, datetime
-
-    from dsx import version
     from dsx.certify import reports
-    from dsx.cli import output
+    from dsx.cli import output, version
     from dsx.cli.main import run_result
     from dsx.model import certification as model
 
@@ -139,6 +137,7 @@ def run(**options: Any) -> None:
 
 
 def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
+    import time
     from dataclasses import replace
 
     from dsx import serialization
@@ -166,6 +165,10 @@ def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
     options["cluster_name"] = f"local: {count} simulated nodes on {calibration.this_host()}"
     try:
         with LocalExecutor(count, injections=injections) as executor:
+            progress.note(f"starting {count} simulated nodes: one worker server imports torch once")
+            started = time.monotonic()
+            executor.start()
+            progress.note(f"worker server ready in {time.monotonic() - started:.1f} s")
             return engine.certify(spec, executor, progress=progress, calibration=stored)
     finally:
         if stored is not None and stored.references:
@@ -345,6 +348,11 @@ class _Progress:
             f"runs {event.runs}{eta} | {event.message}",
             err=True,
         )
+
+    def note(self, message: str) -> None:
+        """A line about the run as a whole (executor start-up), before any category."""
+        if self.enabled:
+            click.echo(f"[certify] {message}", err=True)
 
     def done(self) -> None:
         return None

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sentinel": ("dsx.cli.sentinel_cmd:sentinel", "Monitor health, quarantine, drain, remediate."),
     "serve": ("dsx.cli.serve_cmd:serve", "Serve the REST API."),
     "demo": ("dsx.cli.demo_cmd:demo", "Run the whole lifecycle on a simulated cluster."),
+    "completion": ("dsx.cli.completion_cmd:completion", "Print a shell completion script (bash, zsh, fish)."),
 }
 
 
