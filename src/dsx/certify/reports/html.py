@@ -178,18 +178,18 @@ def _category(doc: dict[str, Any], category: dict[str, Any]) -> str:
 
 
 def _metric_name(key: str) -> str:
-    return f"{model.Metric(key).label} ({key})" if key in model.Metric else key
+    return f"{model.Metric(key).label} ({key})" if key in judged_runs.KNOWN else key
 
 
 def _metric_value(key: str, value: float) -> str:
     return (
-        f"{model.Metric(key).label} {model.Metric(key).format(value)}" if key in model.Metric else f"{key} {value:.4g}"
+        f"{model.Metric(key).label} {model.Metric(key).format(value)}" if key in judged_runs.KNOWN else f"{key} {value:.4g}"
     )
 
 
 def _resolved(doc: dict[str, Any], category: dict[str, Any], key: str) -> str:
     """The bound as a number with its unit, per world size of the screening groups."""
-    if key not in model.Metric:
+    if key not in judged_runs.KNOWN:
         return "—"
     metric = model.Metric(key)
     sizes = sorted({judged_runs.world_size(doc, len(g["nodes"])) for g in category["groups"]})

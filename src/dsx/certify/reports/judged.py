@@ -14,6 +14,8 @@ from typing import Any
 
 from dsx.model import certification as model
 
+KNOWN = frozenset(m.value for m in model.Metric)
+"""Metric keys this dsx knows (a report from another version may carry others)."""
 _EXPRESSION = re.compile(r"^\s*value\s*(>=|>|<=|<)\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(\*\s*reference)?\s*$")
 
 
@@ -29,7 +31,7 @@ class Run:
 
 def metrics(category: dict[str, Any]) -> list[model.Metric]:
     """The metrics the category's thresholds test, in threshold order; bus bandwidth or step time without any."""
-    judged = [model.Metric(t["metric"]) for t in category["thresholds"] if t["metric"] in model.Metric]
+    judged = [model.Metric(t["metric"]) for t in category["thresholds"] if t["metric"] in KNOWN]
     if judged:
         return list(dict.fromkeys(judged))
     if category.get("workload") == model.WorkloadKind.TRAINING.value:
