@@ -286,7 +286,7 @@ def _size_chart(doc: dict[str, Any], category: dict[str, Any], metric: model.Met
         path = " ".join(f"{px(s):.1f},{py(metric.shown(v)):.1f}" for s, v in points)
         parts.append(
             f'<polyline class="series" data-group="{escape(group["name"])}" data-points="{len(points)}" fill="none" '
-            f'stroke="{color}" stroke-width="2" points="{path}"/>'
+            f'stroke="{color}" stroke-width="{2 if group["status"] == "PASSED" else 3.5}" points="{path}"/>'
         )
         for s, v in points:
             parts.append(f'<circle cx="{px(s):.1f}" cy="{py(metric.shown(v)):.1f}" r="3" fill="{color}"/>')
