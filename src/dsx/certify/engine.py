@@ -396,7 +396,7 @@ class _CategoryRunner:
         judged = [m for m in self.applied if m in measured] or [
             m for m in (model.Metric.BUS_BANDWIDTH_GBPS, model.Metric.AVG_STEP_TIME_SECONDS) if m in measured
         ][:1]
-        shown = "".join(f" {m.label} {m.format(measured[m])}" for m in judged)
+        shown = "".join(f" {m.label} {m.with_unit(measured[m])}" for m in judged)
         said = ""
         if verdict:
             said = "PASSED" if judgement.failure is None else f"FAILED ({judgement.failure.reason.value})"

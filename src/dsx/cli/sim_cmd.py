@@ -122,7 +122,15 @@ def _status_table(data: dict[str, Any]) -> str:
 
 
 @sim.command("list")
-@cli_output.format_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("table", "yaml", "json"), case_sensitive=False),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None, help="Write to FILE.")
 def list_clusters(fmt: str, output: str | None) -> None:
     """Every simulated cluster on this machine: name, phase, nodes, accelerator, kubeconfig."""
     from dsx.sim import cluster

@@ -72,7 +72,7 @@ class Metric(enum.StrEnum):
         """`value` in `unit` (step time is kept in seconds and shown in milliseconds)."""
         return value * _METRIC_DISPLAY[self][2]
 
-    def format(self, value: float) -> str:
+    def with_unit(self, value: float) -> str:
         """`11.8 GB/s`, `74.5 ms`: three significant digits and the unit."""
         return f"{self.shown(value):.3g} {self.unit}".rstrip()
 

@@ -9,6 +9,7 @@ report in headless Chromium into docs/images/certification-report.png for the ey
 from __future__ import annotations
 
 import importlib
+import itertools
 import math
 import re
 from dataclasses import replace
@@ -90,7 +91,7 @@ def _elements(chart: dict[str, Any], cls: str) -> list[dict[str, str]]:
 def _is_125(ticks: list[float]) -> bool:
     step = ticks[1] - ticks[0]
     mantissa = step / 10 ** math.floor(math.log10(step))
-    evenly = all(math.isclose(b - a, step, rel_tol=1e-6) for a, b in zip(ticks, ticks[1:], strict=False))
+    evenly = all(math.isclose(b - a, step, rel_tol=1e-6) for a, b in itertools.pairwise(ticks))
     return ticks[0] == 0 and evenly and any(math.isclose(mantissa, m) for m in (1, 2, 5))
 
 

@@ -202,8 +202,8 @@ def summary(doc: dict[str, Any]) -> str:
                 len(category["groups"]),
                 category["runs"],
                 metric.label,
-                metric.format(worst) if worst is not None else "-",
-                " / ".join(f"{judged.comparison(category, metric)} {metric.format(b)}" for b in bounds) or "-",
+                metric.with_unit(worst) if worst is not None else "-",
+                " / ".join(f"{judged.comparison(category, metric)} {metric.with_unit(b)}" for b in bounds) or "-",
                 ", ".join(category["failedNodes"]) or "-",
                 iso["runs"] if iso else "-",
             ]

@@ -160,7 +160,7 @@ def _category(doc: dict[str, Any], category: dict[str, Any]) -> str:
     group_rows: list[str] = []
     for group in category["groups"]:
         values = group.get("metrics", {})
-        shown = ", ".join(f"{m.label} {m.format(values[m.value])}" for m in metrics if m.value in values) or "—"
+        shown = ", ".join(f"{m.label} {m.with_unit(values[m.value])}" for m in metrics if m.value in values) or "—"
         failure = group.get("failure", {})
         group_rows.append(
             f'<tr><td class="name">{escape(group["name"])}</td><td class="num">{len(group["nodes"])}</td>'
@@ -183,7 +183,9 @@ def _metric_name(key: str) -> str:
 
 def _metric_value(key: str, value: float) -> str:
     return (
-        f"{model.Metric(key).label} {model.Metric(key).format(value)}" if key in judged_runs.KNOWN else f"{key} {value:.4g}"
+        f"{model.Metric(key).label} {model.Metric(key).with_unit(value)}"
+        if key in judged_runs.KNOWN
+        else f"{key} {value:.4g}"
     )
 
 
@@ -196,7 +198,7 @@ def _resolved(doc: dict[str, Any], category: dict[str, Any], key: str) -> str:
     found = [(n, judged_runs.bound(category, metric, n)) for n in sizes]
     op = judged_runs.comparison(category, metric)
     shown = [
-        f"{op} {metric.format(b)}" + (f" ({n} ranks)" if len(found) > 1 else "") for n, b in found if b is not None
+        f"{op} {metric.with_unit(b)}" + (f" ({n} ranks)" if len(found) > 1 else "") for n, b in found if b is not None
     ]
     return ", ".join(shown) or "—"
 
@@ -307,7 +309,7 @@ def _size_chart(doc: dict[str, Any], category: dict[str, Any], metric: model.Met
 def _legend(group: dict[str, Any]) -> str:
     mark = "" if group["status"] == "PASSED" else " ✗"
     count = len(group["nodes"])
-    return group["name"] + (f" ({count} nodes)" if count > 1 else "") + mark
+    return str(group["name"]) + (f" ({count} nodes)" if count > 1 else "") + mark
 
 
 def _node_chart(
@@ -403,7 +405,7 @@ def _isolation(category: dict[str, Any]) -> str:
         shown = ", ".join(nodes) if len(nodes) <= 6 else f"{nodes[0]} … {nodes[-1]} ({len(nodes)} nodes)"
         note = " (inferred)" if probe.get("inferred") else ""
         values = probe.get("metrics", {})
-        measured = "".join(f" — {m.label} {m.format(values[m.value])}" for m in judged if m.value in values)
+        measured = "".join(f" — {m.label} {m.with_unit(values[m.value])}" for m in judged if m.value in values)
         extra = measured + (f" — {probe['reason']}" if probe.get("reason") else "")
         parts.append(
             f'<text x="{x + 18}" y="{y + 15}" font-size="12">{escape(probe["stage"])}: {escape(shown)}'

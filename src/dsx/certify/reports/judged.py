@@ -98,8 +98,8 @@ def per_node(category: dict[str, Any], metric: model.Metric) -> dict[str, Run]:
 
 def worst(category: dict[str, Any], metric: model.Metric) -> float | None:
     """The worst value over the screening groups (what the summary shows next to the status)."""
-    values = [g["metrics"][metric.value] for g in category["groups"] if metric.value in g.get("metrics", {})]
-    values = [v for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    found = [g["metrics"][metric.value] for g in category["groups"] if metric.value in g.get("metrics", {})]
+    values = [float(v) for v in found if isinstance(v, int | float) and math.isfinite(v)]
     if not values:
         return None
     return min(values) if metric.higher_is_better else max(values)
