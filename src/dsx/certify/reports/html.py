@@ -431,7 +431,7 @@ def _isolation(category: dict[str, Any]) -> str:
 
 def _node_table(doc: dict[str, Any]) -> str:
     rows = "".join(
-        f'<tr><td>{escape(n["name"])}</td><td><span class="badge {n["status"]}">{n["status"]}</span></td>'
+        f'<tr><td class="name">{escape(n["name"])}</td><td><span class="badge {n["status"]}">{n["status"]}</span></td>'
         f"<td>{escape(n.get('reason', ''))}</td><td>{escape(n.get('group', ''))}</td></tr>"
         for n in doc["nodeResults"]
     )
