@@ -121,7 +121,7 @@ def _isolation(outcome: isolation.Outcome, groups: tuple[engine.GroupResult, ...
             entry["run"] = probe.detail.run
             metrics = probe.detail.measurement.metrics
             if model.Metric.BUS_BANDWIDTH_GBPS in metrics:
-                entry["busBandwidthGbps"] = round(metrics[model.Metric.BUS_BANDWIDTH_GBPS], 6)
+                entry["busBandwidthGBps"] = round(metrics[model.Metric.BUS_BANDWIDTH_GBPS], 6)
             entry["metrics"] = probe.detail.measurement.to_dict()["metrics"]
             if probe.detail.failure is not None:
                 entry["reason"] = probe.detail.failure.reason.value
