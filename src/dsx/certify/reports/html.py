@@ -229,6 +229,8 @@ def _size_chart(doc: dict[str, Any], category: dict[str, Any], metric: model.Met
         for g in category["groups"]
     ]
     series = [(g, pts) for g, pts in series if pts]
+    if not series:
+        return ""
     sizes = sorted({s for _, pts in series for s, _ in pts})
     bounds = sorted(
         {
