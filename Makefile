@@ -7,7 +7,7 @@ LOCK := requirements.lock
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-12)
 SOURCES := src tests bench hack
 
-.PHONY: demo test install lock lint typecheck deps unit bench control-plane clean
+.PHONY: demo test install lock lint typecheck deps unit bench control-plane screenshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,10 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+# The certification report as a browser draws it: docs/images/certification-report.png (needs Chromium)
+screenshots: $(STAMP)
+	DSX=$(VENV)/bin/dsx bash hack/screenshots.sh
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache

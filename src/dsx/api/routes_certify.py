@@ -74,14 +74,18 @@ def _spec(body: CertificationBody) -> model.Certification:
 
 
 def _execute(run: _Run, spec: model.Certification) -> None:
-    from dsx.certify import engine, reports
+    from datetime import UTC, datetime
+
+    from dsx.certify import calibration, engine, reports
     from dsx.certify.local.executor import LocalExecutor
 
     try:
         assert spec.target.node_count is not None
+        started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         with LocalExecutor(spec.target.node_count, injections=spec.injections) as executor:
             result = engine.certify(spec, executor)
-        run.report = reports.document(result)
+        cluster = f"local: {spec.target.node_count} simulated nodes on {calibration.this_host()}"
+        run.report = reports.document(result, started_at=started_at, cluster=cluster)
         run.failed_nodes = list(result.failed_nodes)
         run.status = result.result.value
     except DsxError as exc:

@@ -251,7 +251,7 @@ class _CategoryRunner:
             (judgement,) = self._judge([group.nodes], Purpose.GROUP, [group.name])
             self.groups_done += 1
             results.append(GroupResult(group, judgement))
-            self._tell(f"group {group.name} ({len(group.nodes)} nodes): {_summary(judgement)}")
+            self._tell(f"group {group.name} ({len(group.nodes)} nodes): {self._summary(judgement)}")
         failed = [r for r in results if not r.judgement.passed]
         outcome = None
         verdicts: dict[str, model.NodeVerdict] = {}
@@ -319,7 +319,7 @@ class _CategoryRunner:
         verdicts = []
         for group, judgement in zip(groups, judgements, strict=True):
             self.judgements[judgement.run] = judgement
-            self._tell(f"{stage.value} {', '.join(group)}: {_summary(judgement)}")
+            self._tell(f"{stage.value} {', '.join(group)}: {self._summary(judgement)}")
             verdicts.append(isolation.ProbeVerdict(judgement.passed, judgement))
         return verdicts
 
@@ -369,9 +369,10 @@ class _CategoryRunner:
             self._workload(f"{self.category.name}/calibration-{world_size}r-{i}", names, Purpose.CALIBRATION)
             for i in range(CALIBRATION_RUNS)
         ]
-        self._tell(f"calibrating the local reference for {world_size} rank(s)")
+        self._tell(f"calibrating the local reference for {world_size} rank(s): {len(runs)} runs")
         values: dict[model.Metric, list[float]] = {}
-        for outcome in self.executor.run(runs):
+        for index, run in enumerate(runs, start=1):  # one at a time, so each reports as it ends
+            (outcome,) = self.executor.run([run])
             self.calibration_runs += 1
             judgement = measure.judge(outcome, {}, None)
             if judgement.failure is not None:
@@ -379,6 +380,8 @@ class _CategoryRunner:
                     f"{self.category.name}: the calibration run on {world_size} rank(s) failed: "
                     f"{judgement.failure.message}"
                 )
+            summary = self._summary(judgement, verdict=False)
+            self._tell(f"calibration {index}/{len(runs)} on {world_size} rank(s):{summary}")
             for metric, value in judgement.measurement.metrics.items():
                 values.setdefault(metric, []).append(value)
         reference = {m: (max(v) if m in LOWER_IS_BETTER else min(v)) for m, v in values.items()}
@@ -386,6 +389,18 @@ class _CategoryRunner:
         if self.stored is not None:
             self.stored.put(self.category, world_size, reference)
         return reference
+
+    def _summary(self, judgement: measure.Judgement, *, verdict: bool = True) -> str:
+        """Verdict, then the metrics the category is judged on (bus bandwidth is 0 for one rank: not shown)."""
+        measured = judgement.measurement.metrics
+        judged = [m for m in self.applied if m in measured] or [
+            m for m in (model.Metric.BUS_BANDWIDTH_GBPS, model.Metric.AVG_STEP_TIME_SECONDS) if m in measured
+        ][:1]
+        shown = "".join(f" {m.label} {m.with_unit(measured[m])}" for m in judged)
+        said = ""
+        if verdict:
+            said = "PASSED" if judgement.failure is None else f"FAILED ({judgement.failure.reason.value})"
+        return f"{said}{shown} in {judgement.duration_seconds:.1f} s"
 
     def _tell(self, message: str) -> None:
         remaining = self.groups_total - self.groups_done
@@ -403,17 +418,6 @@ class _CategoryRunner:
 
 def _failure(detail: object) -> model.Failure | None:
     return detail.failure if isinstance(detail, measure.Judgement) else None
-
-
-def _summary(judgement: measure.Judgement) -> str:
-    metrics = judgement.measurement.metrics
-    shown = ""
-    if model.Metric.BUS_BANDWIDTH_GBPS in metrics:
-        shown = f" busbw {metrics[model.Metric.BUS_BANDWIDTH_GBPS]:.3g} GB/s"
-    elif model.Metric.AVG_STEP_TIME_SECONDS in metrics:
-        shown = f" step {metrics[model.Metric.AVG_STEP_TIME_SECONDS] * 1e3:.3g} ms"
-    verdict = "PASSED" if judgement.failure is None else f"FAILED ({judgement.failure.reason.value})"
-    return f"{verdict}{shown} in {judgement.duration_seconds:.1f} s"
 
 
 def isolation_bound(nodes: int, faulty: int) -> int:

@@ -48,8 +48,8 @@ class Measurement:
             out["sizes"] = [
                 {
                     "sizeBytes": p.size_bytes,
-                    "algBandwidthGbps": _round(p.algbw_gbps),
-                    "busBandwidthGbps": _round(p.busbw_gbps),
+                    "algBandwidthGBps": _round(p.algbw_gbps),
+                    "busBandwidthGBps": _round(p.busbw_gbps),
                 }
                 for p in self.sizes
             ]

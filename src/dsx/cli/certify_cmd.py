@@ -107,22 +107,26 @@ def certify() -> None:
 @click.option("--quiet", is_flag=True, help="No live progress on stderr.")
 def run(**options: Any) -> None:
     """Certify nodes: run each category over node groups, judge, isolate faults, report."""
+    from datetime import UTC, datetime
     from pathlib import Path
 
     from dsx.certify import reports
-    from dsx.cli import output
+    from dsx.cli import output, version
     from dsx.cli.main import run_result
     from dsx.model import certification as model
 
     spec, ranks_given = _spec(options)
     progress = _Progress(enabled=not options["quiet"])
+    started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if options["executor_kind"] == "kubernetes":
         result = _run_kubernetes(spec, options, progress, ranks_given=ranks_given)
         if result is None:  # --dry-run
             return
     else:
         result = _run_local(spec, options, progress)
-    document = reports.document(result)
+    document = reports.document(
+        result, started_at=started_at, cluster=options.get("cluster_name"), version=version.describe()
+    )
     output.write(reports.to_json(document), options["json_path"])
     html_path = options["html_path"] or str(Path(options["json_path"]).with_suffix(".html"))
     output.write(reports.html(document), html_path)
@@ -134,6 +138,7 @@ def run(**options: Any) -> None:
 
 
 def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
+    import time
     from dataclasses import replace
 
     from dsx import serialization
@@ -156,8 +161,15 @@ def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
     injections = tuple(model.FaultInjection.parse(text) for text in options["injections"])
     spec = replace(spec, target=replace(spec.target, node_count=count), injections=injections)
     stored = _load_calibration(options["calibration_path"])
+    from dsx.certify import calibration
+
+    options["cluster_name"] = f"local: {count} simulated nodes on {calibration.this_host()}"
     try:
         with LocalExecutor(count, injections=injections) as executor:
+            progress.note(f"starting {count} simulated nodes: one worker server imports torch once")
+            started = time.monotonic()
+            executor.start()
+            progress.note(f"worker server ready in {time.monotonic() - started:.1f} s")
             return engine.certify(spec, executor, progress=progress, calibration=stored)
     finally:
         if stored is not None and stored.references:
@@ -182,6 +194,7 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
     if options["node_count"]:
         spec = replace(spec, target=replace(spec.target, node_count=options["node_count"]))
     with snapshot_cmd.kube_client(options["kubeconfig"], options["context"]) as client:
+        options["cluster_name"] = _cluster_name(client, options["context"])
         nodes = certify_jobs.candidate_nodes(client)
         if not ranks_given:
             ranks = kubernetes.default_ranks_per_node(n for n in nodes if spec.target.selects(n))
@@ -209,6 +222,13 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
         )
         with interrupts.sigterm_as_keyboard_interrupt(), executor:
             return engine.certify(spec, executor, progress=progress)
+
+
+def _cluster_name(client: Any, context: str | None) -> str:
+    """The kube context and API server a report was taken against, as far as the client knows them."""
+    server = str(getattr(client, "server", "") or "")
+    name = f"context {context}" if context else "current context"
+    return f"{server} ({name})" if server else name
 
 
 def _run_id(value: str | None) -> str | None:
@@ -329,6 +349,11 @@ class _Progress:
             f"runs {event.runs}{eta} | {event.message}",
             err=True,
         )
+
+    def note(self, message: str) -> None:
+        """A line about the run as a whole (executor start-up), before any category."""
+        if self.enabled:
+            click.echo(f"[certify] {message}", err=True)
 
     def done(self) -> None:
         return None

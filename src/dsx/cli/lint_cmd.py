@@ -44,8 +44,18 @@ def lint(
     from dsx.cli import main as cli_main
 
     recipe = recipe_cmd.recipe_or_criteria(recipe_path, params)
-    report = dsx.lint.lint_recipe(recipe, dsx.lint.default_source(charts_dir, offline=offline))
+    from dsx.lint import sources
+
+    source = dsx.lint.default_source(charts_dir, offline=offline)
+    report = dsx.lint.lint_recipe(recipe, source)
     cli_output.emit(report.to_dict(), fmt, output, table=lambda _: report.text())
+    reason = sources.offline_reason(source)
+    if reason is not None:
+        click.echo(
+            f"dsx lint: offline ({reason}): charts not in the cache were not fetched; "
+            "--offline skips trying, --charts DIR supplies chart data",
+            err=True,
+        )
     if fmt.lower() != "table" or output not in (None, "-"):
         click.echo(report.summary(), err=True)
     if not report.ok:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from dsx import __version__, extras
+from dsx import extras
 from dsx.errors import DsxError, InternalError
 
 # command name → "module:attribute"; a module is imported only when its command runs.
@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sentinel": ("dsx.cli.sentinel_cmd:sentinel", "Monitor health, quarantine, drain, remediate."),
     "serve": ("dsx.cli.serve_cmd:serve", "Serve the REST API."),
     "demo": ("dsx.cli.demo_cmd:demo", "Run the whole lifecycle on a simulated cluster."),
+    "completion": ("dsx.cli.completion_cmd:completion", "Print a shell completion script (bash, zsh, fish)."),
 }
 
 
@@ -61,13 +62,27 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="dsx")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _param, value: _print_version(ctx) if value else None,
+    help="Show the version (and the commit, from a git checkout) and exit.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """dsx: configure, certify and operate GPU Kubernetes clusters."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+
+
+def _print_version(ctx: click.Context) -> None:
+    from dsx.cli import version
+
+    click.echo(f"dsx, version {version.describe()}")
+    ctx.exit(0)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -121,6 +121,36 @@ def _status_table(data: dict[str, Any]) -> str:
     return head + (cli_output.format_table(["component", "pid", "alive"], rows) if rows else "")
 
 
+@sim.command("list")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("table", "yaml", "json"), case_sensitive=False),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None, help="Write to FILE.")
+def list_clusters(fmt: str, output: str | None) -> None:
+    """Every simulated cluster on this machine: name, phase, nodes, accelerator, kubeconfig."""
+    from dsx.sim import cluster
+
+    data = {"clusters": [_cluster(name).status().to_dict() for name in cluster.cluster_names()]}
+    cli_output.emit(data, fmt, output, table=_list_table)
+
+
+def _list_table(data: dict[str, Any]) -> str:
+    if not data["clusters"]:
+        return "no simulated clusters; start one with `dsx sim up`\n"
+    rows: list[list[object]] = []
+    for c in data["clusters"]:
+        options = c["options"] or {}
+        nodes = c["nodes"]
+        ready = f"{nodes['ready']}/{nodes['total']}" if nodes["ready"] is not None else f"?/{nodes['total']}"
+        rows.append([c["name"], c["phase"], ready, options.get("accelerator", "-"), c["kubeconfig"] or "-"])
+    return cli_output.format_table(["name", "phase", "ready nodes", "accelerator", "kubeconfig"], rows)
+
+
 @sim.command()
 @name_option
 def kubeconfig(name: str) -> None:

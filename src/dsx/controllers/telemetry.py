@@ -1,7 +1,9 @@
 """What the sentinel tells operators: Prometheus metrics and one JSON object per log line.
 
 `SentinelTelemetry` is the `dsx.health.ports.Observer` of the live pipeline. Metric names
-(all prefixed `dsx_sentinel_`) are listed in docs/sentinel.md with the alerts that use them:
+(all prefixed `dsx_sentinel_`) are listed in docs/sentinel.md with the alerts that use them; they
+follow Prometheus naming (base units such as seconds, `_total` on counters), which
+tests/unit/health/pipeline/test_metric_names.py holds:
 
 - `events_ingested_total{source}`        events newly stored, by door (kernel-log, kube, http, …)
 - `actions_total{stage,action}`           every change made (or, in dry run, planned)
@@ -9,7 +11,7 @@
 - `stage_lag_events{stage}`              stored events a stage has not finished yet
 - `fault_to_cordon_seconds`              histogram: monitor saw the fault → node cordoned
 - `nodes{state}`                         nodes per pipeline state
-- `gpu_hours_total{bucket}`              GPU capacity integrated over time per bucket (dsx.health.goodput)
+- `gpu_seconds_total{bucket}`            GPU capacity integrated over time per bucket, GPU-seconds (dsx.health.goodput)
 - `fleet_goodput_ratio`                  in-service GPUs / all GPUs
 - `loop_errors_total{loop}`              exceptions a background loop caught (logged, retried)
 - `loop_failing{loop}`                   1 while a loop's last round failed (also shown by /readyz)
@@ -31,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from dsx.health import goodput
 from dsx.model.health import NodeState
 
+SECONDS_PER_HOUR = 3600.0
 LATENCY_BUCKETS_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
@@ -61,7 +64,9 @@ class SentinelTelemetry:
             registry=r,
         )
         self.nodes = Gauge("dsx_sentinel_nodes", "Nodes per pipeline state", ["state"], registry=r)
-        self.gpu_hours = Counter("dsx_sentinel_gpu_hours", "GPU capacity over time per bucket", ["bucket"], registry=r)
+        self.gpu_seconds = Counter(
+            "dsx_sentinel_gpu_seconds", "GPU capacity over time per bucket, in GPU-seconds", ["bucket"], registry=r
+        )
         self.goodput = Gauge("dsx_sentinel_fleet_goodput_ratio", "GPUs certified and in service / all GPUs", registry=r)
         self.leader = Gauge("dsx_sentinel_leader", "1 while this replica acts on nodes", registry=r)
         self.stage_errors = Counter("dsx_sentinel_stage_errors", "Handler failures (retried)", ["stage"], registry=r)
@@ -75,7 +80,7 @@ class SentinelTelemetry:
             "dsx_sentinel_dead_letters", "Events a stage parked after repeated errors", ["stage"], registry=r
         )
         for bucket in goodput.BUCKETS:
-            self.gpu_hours.labels(bucket)
+            self.gpu_seconds.labels(bucket)
         for state in NodeState:
             self.nodes.labels(state.value)
 
@@ -105,7 +110,7 @@ class SentinelTelemetry:
         self.goodput.set(goodput.goodput_ratio(capacity))
         for bucket, hours in hours_added.items():
             if hours > 0:
-                self.gpu_hours.labels(bucket).inc(hours)
+                self.gpu_seconds.labels(bucket).inc(hours * SECONDS_PER_HOUR)  # Prometheus base unit
         for state in NodeState:
             self.nodes.labels(state.value).set(states.get(state, 0))
 

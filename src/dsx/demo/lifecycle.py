@@ -18,6 +18,7 @@ import dataclasses
 import re
 import shutil
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -341,9 +342,11 @@ class Demo:
         def progress(event: engine.Event) -> None:
             self.log.note(f"[{event.category}] {event.message}", source="certify")
 
+        started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         with local_executor.LocalExecutor(len(names), names=names, injections=(slow,)) as executor:
             result = engine.certify(spec, executor, progress=progress)
-        document = certify_reports.document(result)
+        cluster = f"dsx sim {self.options.cluster_name!r} nodes, local executor"
+        document = certify_reports.document(result, started_at=started_at, cluster=cluster)
         report_file = self.path(Artifact.CERTIFICATION)
         report_file.parent.mkdir(parents=True, exist_ok=True)
         report_file.write_text(certify_reports.to_json(document), encoding="utf-8")

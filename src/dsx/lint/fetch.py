@@ -10,10 +10,12 @@ component is reported as `not linted` instead of failing the run.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.client
 import json
 import re
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -35,6 +37,9 @@ MAX_DOWNLOAD_BYTES = 128 * 1024 * 1024
 
 OCI_MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+
+OFFLINE = "offline: chart not cached"
+"""What a component says when the machine has no network: the DNS error itself is said once, by the command."""
 
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
@@ -61,10 +66,14 @@ class RepositoryFetcher:
         self.timeout_seconds = timeout_seconds
         self.plain_http_registries = plain_http_registries
         """Talk to OCI registries over http:// (a local test registry), like `helm --plain-http`."""
+        self.offline: str | None = None
+        """Why the network is out of reach (a name did not resolve), once seen: later charts are not tried."""
         self._indexes: dict[str, Any] = {}
         """Repository indexes (or the reason they could not be read) by URL: one download per run."""
 
     def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
+        if self.offline is not None:
+            raise sources.ChartUnavailable(OFFLINE, looked=OFFLINE)
         name = sources.chart_name(component)
         source = component.source.strip()
         if source.startswith("oci://"):
@@ -196,11 +205,21 @@ class RepositoryFetcher:
             body = _read_limited(exc, url) if exc.fp is not None else b""
             return _Response(url, exc.code, exc.headers, body)
         except urllib.error.URLError as exc:
+            if _no_network(exc.reason):
+                self.offline = f"cannot resolve {urllib.parse.urlsplit(url).hostname}"
+                raise sources.ChartUnavailable(OFFLINE, looked=OFFLINE) from exc
             raise sources.ChartUnavailable(f"{url}: cannot connect: {exc.reason}") from exc
         except TimeoutError as exc:
             raise sources.ChartUnavailable(f"{url}: no answer within {self.timeout_seconds:g} s") from exc
         except (OSError, http.client.HTTPException) as exc:
             raise sources.ChartUnavailable(f"{url}: connection failed: {exc!r}") from exc
+
+
+def _no_network(reason: object) -> bool:
+    """A name that does not resolve or a network that is unreachable: no repository will answer."""
+    if isinstance(reason, socket.gaierror):
+        return True
+    return isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.ENETDOWN)
 
 
 def _read_limited(stream: Any, url: str) -> bytes:

@@ -71,6 +71,15 @@ class DirectorySource:
         raise ChartUnavailable(f"{_no_data(component)}: {looked}", looked=looked)
 
 
+def offline_reason(source: ChartSource) -> str | None:
+    """Why a chain's repository fetch found no network (said once by `dsx lint`), None if it did not."""
+    for member in getattr(source, "chain", (source,)):
+        reason = getattr(member, "offline", None)
+        if isinstance(reason, str):
+            return reason
+    return None
+
+
 class ChainSource:
     """The first source that has the chart wins; when none has it, every reason is kept."""
 

@@ -48,11 +48,49 @@ class Scale(enum.StrEnum):
 class Metric(enum.StrEnum):
     """Measured values a threshold can test (CEL variable `value`)."""
 
-    BUS_BANDWIDTH_GBPS = "busBandwidthGbps"  # max over message sizes, out-of-place
-    ALG_BANDWIDTH_GBPS = "algBandwidthGbps"  # max over message sizes, out-of-place
+    BUS_BANDWIDTH_GBPS = "busBandwidthGBps"  # max over message sizes, out-of-place
+    ALG_BANDWIDTH_GBPS = "algBandwidthGBps"  # max over message sizes, out-of-place
     AVG_STEP_TIME_SECONDS = "avgStepTimeSeconds"  # training, warm-up steps excluded
     AVG_TFLOPS_PER_GPU = "avgTflopsPerGpu"
     GOODPUT_RATIO = "goodputRatio"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Metric | None:
+        """Earlier dsx spelled the bandwidth keys `…Gbps` (gigabits); recipes and calibration files may still."""
+        return _LEGACY_METRICS.get(str(value))
+
+    @property
+    def label(self) -> str:
+        """Words for reports and progress lines."""
+        return _METRIC_DISPLAY[self][0]
+
+    @property
+    def unit(self) -> str:
+        """The unit values are shown in (bandwidth in GB/s, gigabytes per second, as nccl-tests prints it)."""
+        return _METRIC_DISPLAY[self][1]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self is not Metric.AVG_STEP_TIME_SECONDS
+
+    def shown(self, value: float) -> float:
+        """`value` in `unit` (step time is kept in seconds and shown in milliseconds)."""
+        return value * _METRIC_DISPLAY[self][2]
+
+    def with_unit(self, value: float) -> str:
+        """`11.8 GB/s`, `74.5 ms`: three significant digits and the unit."""
+        return f"{self.shown(value):.3g} {self.unit}".rstrip()
+
+
+_LEGACY_METRICS = {"busBandwidthGbps": Metric.BUS_BANDWIDTH_GBPS, "algBandwidthGbps": Metric.ALG_BANDWIDTH_GBPS}
+
+_METRIC_DISPLAY: dict[Metric, tuple[str, str, float]] = {
+    Metric.BUS_BANDWIDTH_GBPS: ("bus bandwidth", "GB/s", 1.0),
+    Metric.ALG_BANDWIDTH_GBPS: ("algorithm bandwidth", "GB/s", 1.0),
+    Metric.AVG_STEP_TIME_SECONDS: ("step time", "ms", 1e3),
+    Metric.AVG_TFLOPS_PER_GPU: ("TFLOPS per GPU", "TFLOPS", 1.0),
+    Metric.GOODPUT_RATIO: ("goodput", "", 1.0),
+}
 
 
 class Status(enum.StrEnum):
@@ -296,7 +334,7 @@ class Certification:
 
 
 def parse_thresholds(raw: Any, source: str) -> dict[Metric, str]:
-    """`{busBandwidthGbps: "value >= 380.0"}` → typed keys; the CEL is compiled later."""
+    """`{busBandwidthGBps: "value >= 380.0"}` → typed keys; the CEL is compiled later."""
     if not isinstance(raw, Mapping):
         raise BadInputError(f"{source}: must be a mapping of metric to CEL expression")
     out: dict[Metric, str] = {}

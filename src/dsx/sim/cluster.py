@@ -111,6 +111,14 @@ class ClusterStatus:
         }
 
 
+def cluster_names(root: Path | None = None) -> list[str]:
+    """Names of the clusters with recorded state under `root` (running or stopped with --keep-state)."""
+    base = root if root is not None else settings.paths().sim_dir
+    if not base.is_dir():
+        return []
+    return sorted(d.name for d in base.iterdir() if (d / STATE_FILE).is_file())
+
+
 def _free_ports(names: tuple[str, ...]) -> dict[str, int]:
     """Distinct free loopback ports (sockets held open together so no two are the same)."""
     with contextlib.ExitStack() as stack:

@@ -57,7 +57,7 @@ def test_healthy_cluster_passes_with_real_collectives(tmp_path: Path, calibratio
     assert report["failedNodes"] == []
     group = report["categories"][0]["groups"][0]
     assert group["nodes"] == [f"node-{i}" for i in range(8)]
-    assert group["metrics"]["busBandwidthGbps"] > 0
+    assert group["metrics"]["busBandwidthGBps"] > 0
     assert [p["sizeBytes"] for p in group["sizes"]] == [256 * 1024, 1024 * 1024, 4 * 1024 * 1024]
     assert "<svg" in html
     suite = ElementTree.parse(tmp_path / "report.xml").getroot().find("testsuite")
@@ -80,7 +80,7 @@ def test_an_injected_fault_blames_exactly_that_node(tmp_path: Path, calibration:
     node = failed["node-5"]
     assert node["reason"] == reason
     if kind == "slow":
-        assert node["metric"] == "busBandwidthGbps"
+        assert node["metric"] == "busBandwidthGBps"
         assert 0 < node["measured"] < node["expected"]
         assert "measured" in node["message"] and "expected" in node["message"]
     if kind == "crash":

@@ -57,7 +57,7 @@ def test_demo_runs_the_whole_lifecycle(tmp_path: Path, capsys: pytest.CaptureFix
     assert summary["result"] == "passed"
 
     assert [(e["node"], e["reason"]) for e in summary["isolated"]] == [(SLOW_NODE, "ThresholdViolation")]
-    assert re.search(r"Gbps measured [0-9.]+, expected >= [0-9.]+", summary["isolated"][0]["message"])
+    assert re.search(r"GBps measured [0-9.]+, expected >= [0-9.]+", summary["isolated"][0]["message"])
 
     (remediated,) = summary["remediated"]
     assert remediated["node"] == XID_NODE

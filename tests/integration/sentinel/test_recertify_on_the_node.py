@@ -129,7 +129,7 @@ def test_recertification_runs_in_a_pod_bound_to_the_node_before_it_is_uncordoned
                 "categories": ["nccl-loopback"],
                 "image": IMAGE,
                 "namespace": sim_namespace,
-                "thresholds": {"busBandwidthGbps": "value >= 300.0"},  # the seeded H100 table: 316 GB/s
+                "thresholds": {"busBandwidthGBps": "value >= 300.0"},  # the seeded H100 table: 316 GB/s
                 "run_timeout_seconds": 60,
             },
             "monitors": {

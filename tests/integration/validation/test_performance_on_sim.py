@@ -89,7 +89,7 @@ def test_kubernetes_executor_passes_healthy_nodes_and_names_the_faulty_one(
 ) -> None:
     block = {
         "categories": ["nccl-all-reduce"],
-        "thresholds": {"busBandwidthGbps": "value >= 300.0"},  # the seeded log: 338.82 GB/s
+        "thresholds": {"busBandwidthGBps": "value >= 300.0"},  # the seeded log: 338.82 GB/s
         "runTimeoutSeconds": 60,
     }
     target = recipe_model.load(str(certified_recipe(tmp_path, block)))

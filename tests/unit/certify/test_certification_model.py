@@ -13,7 +13,7 @@ def test_recipe_block_round_trips() -> None:
     raw = {
         "name": "cluster-a",
         "categories": ["nccl-all-reduce", {"name": "training", "thresholds": {"goodputRatio": "value >= 0.8"}}],
-        "thresholds": {"busBandwidthGbps": "value >= 400.0"},
+        "thresholds": {"busBandwidthGBps": "value >= 400.0"},
         "scale": "full-scale",
         "target": {"nodeSelector": {"nvidia.com/gpu.present": "true"}},
         "runTimeoutSeconds": 900,
@@ -36,7 +36,7 @@ def test_recipe_block_round_trips() -> None:
     ("raw", "message"),
     [
         ({"scale": "per-rack"}, "intra-node"),
-        ({"thresholds": {"busbw": "value > 1.0"}}, "busBandwidthGbps"),
+        ({"thresholds": {"busbw": "value > 1.0"}}, "busBandwidthGBps"),
         ({"categories": [{"scale": "full-scale"}]}, r"categories\[0\]"),
         ({"runTimeoutSeconds": 0}, "runTimeoutSeconds"),
         ({"colour": "blue"}, "colour"),
@@ -68,3 +68,14 @@ def test_sizes_read_like_nccl_tests() -> None:
     assert model.parse_bytes("4K", "x") == 4096
     with pytest.raises(BadInputError):
         model.parse_bytes("lots", "x")
+
+
+def test_bandwidth_keys_are_spelled_GBps_and_the_old_Gbps_spelling_still_reads() -> None:
+    # the values are gigabytes per second (nccl-tests' GB/s); NVCRE's keys say so, earlier dsx said Gbps
+    raw = {"thresholds": {"busBandwidthGbps": "value >= 400.0", "algBandwidthGbps": "value >= 300.0"}}
+    spec = model.Certification.from_dict(raw)
+    assert spec.to_dict()["thresholds"] == {"busBandwidthGBps": "value >= 400.0", "algBandwidthGBps": "value >= 300.0"}
+    assert model.Metric("busBandwidthGbps") is model.Metric.BUS_BANDWIDTH_GBPS
+    assert model.Metric.BUS_BANDWIDTH_GBPS.unit == "GB/s"
+    with pytest.raises(ValueError):
+        model.Metric("busBandwidthGbit")

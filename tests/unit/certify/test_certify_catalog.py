@@ -74,7 +74,7 @@ def test_judge_reports_measured_and_expected() -> None:
 
 def test_a_bad_override_is_a_clear_error() -> None:
     category = catalog.get("nccl-all-reduce")
-    with pytest.raises(BadInputError, match="busBandwidthGbps"):
+    with pytest.raises(BadInputError, match="busBandwidthGBps"):
         thresholds.select(category, thresholds.Context(), {model.Metric.BUS_BANDWIDTH_GBPS: "value >="})
 
 

@@ -152,3 +152,15 @@ def test_bad_requests_fail_before_any_run() -> None:
     with pytest.raises(BadInputError, match="no eligible node"):
         engine.certify(model.Certification(target=model.Target(node_names=("gone",))), executor)
     assert executor.runs == []
+
+
+def test_progress_shows_the_judged_metric_and_each_calibration_run() -> None:
+    spec = model.Certification(categories=(model.CategoryRequest("nccl-loopback"), model.CategoryRequest("training")))
+    events: list[engine.Event] = []
+    engine.certify(spec, FakeExecutor(2), progress=events.append)
+    lines = [f"[{e.category}] {e.message}" for e in events]
+    assert "[nccl-loopback] calibration 1/2 on 1 rank(s): algorithm bandwidth 100 GB/s in 1.0 s" in lines
+    assert "[nccl-loopback] calibration 2/2 on 1 rank(s): algorithm bandwidth 100 GB/s in 1.0 s" in lines
+    assert "[nccl-loopback] group node-0 (1 nodes): PASSED algorithm bandwidth 100 GB/s in 1.0 s" in lines
+    assert "[training] group all-nodes (2 nodes): PASSED step time 50 ms in 1.0 s" in lines
+    assert not any("bus bandwidth" in line or "busbw" in line for line in lines if "loopback" in line)

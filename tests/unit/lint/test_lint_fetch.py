@@ -318,3 +318,20 @@ def test_an_archive_that_is_not_a_chart_is_refused() -> None:
         archive.unpack_chart(b"not gzip", source="x.tgz")
     with pytest.raises(BadInputError, match=r"no Chart\.yaml"):
         archive.unpack_chart(chart_archive("demo", {"values.yaml": "a: 1\n"}), source="x.tgz")
+
+
+def test_without_a_network_each_chart_says_offline_and_the_dns_error_is_kept_once(
+    tmp_path: Path, helm_component: Callable[..., ComponentRef], recipe_of: Callable[..., Recipe]
+) -> None:
+    # .invalid never resolves (RFC 2606): what a machine without DNS sees for every repository
+    first = helm_component("demo", "1.2.0", {"a": 1}, source="https://charts.dsx-test.invalid/repo")
+    second = helm_component("other", "2.0.0", {"b": 1}, source="https://other.dsx-test.invalid/repo")
+    source = sources.default_source(cache_dir=tmp_path / "cache")
+
+    report = check.lint_recipe(recipe_of(first, second), source)
+
+    assert report.ok
+    assert [n.component for n in report.not_linted] == ["demo", "other"]
+    assert all(n.reason.endswith("; offline: chart not cached") for n in report.not_linted)
+    assert not any("Errno" in n.reason or "resolve" in n.reason for n in report.not_linted)
+    assert sources.offline_reason(source) == "cannot resolve charts.dsx-test.invalid"  # the second was not tried

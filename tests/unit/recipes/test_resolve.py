@@ -94,8 +94,8 @@ def test_constraints_key_on_name_and_operator_and_sort(small_catalog: Catalog) -
 def test_certification_categories_merge_by_name_thresholds_merge_scalars_replace(small_catalog: Catalog) -> None:
     recipe = resolve.resolve(Criteria(service="eks", accelerator="h100", intent="training"), small_catalog)
     assert recipe.certification == {
-        "categories": ["first", {"name": "second", "thresholds": {"busBandwidthGbps": "value >= 2.0"}}],
-        "thresholds": {"busBandwidthGbps": "value >= 1.0"},
+        "categories": ["first", {"name": "second", "thresholds": {"busBandwidthGBps": "value >= 2.0"}}],
+        "thresholds": {"busBandwidthGBps": "value >= 1.0"},
         "interconnect": "efa",
     }
     assert resolve.resolve(Criteria(service="eks"), small_catalog).certification == {"categories": ["first"]}
@@ -180,7 +180,7 @@ def _rewrite(root: Path, name: str, old: str, new: str) -> None:
         ("alpha", "name: alpha\nspec", "name: alfa\nspec", "must equal the file name 'alpha'"),
         ("lens", "[one.yaml, two.yaml]", "[one.yaml, nine.yaml]", "cannot read nine.yaml"),
         ("training", "categories: [second, first]", "categories: [second, 3]", "categories[1]: expected a category"),
-        ("training", "busBandwidthGbps: value >= 1.0", "busBandwidthGbps: ''", "metric names to CEL expressions"),
+        ("training", "busBandwidthGBps: value >= 1.0", "busBandwidthGBps: ''", "metric names to CEL expressions"),
         ("training", "certification:", "certification:\n    nodes: 3", "field: 'nodes' is not allowed"),
     ],
 )

@@ -75,3 +75,31 @@ def test_status_table_says_when_readiness_is_unknown() -> None:
     )
     running = {**degraded, "phase": "running", "nodes": {"total": 4, "ready": 3, "names": []}}
     assert sim_cmd._status_table(running).startswith("cluster c1: running, 3/4 nodes Ready,")
+
+
+def test_list_names_every_cluster_with_state_and_says_so_when_there_is_none(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    from dsx.sim import cluster, nodes
+
+    monkeypatch.setenv("DSX_STATE_DIR", str(tmp_path))
+    code, out, _ = _run(capsys, "list")
+    assert (code, out) == (0, "no simulated clusters; start one with `dsx sim up`\n")
+
+    for name in ("beta", "alpha"):  # recorded but stopped (`down --keep-state`): no process, no apiserver call
+        state = cluster.ClusterState(
+            name, nodes.SimOptions(2, "h200", None, None, "eks", "ubuntu").resolved(), "v1.36.3",
+            {"kube-apiserver": 1}, (), {}, "2026-12-01T10:00:00Z",
+        )  # fmt: skip
+        cluster.SimCluster(name)._save(state)
+    (tmp_path / "sim" / "not-a-cluster").mkdir()
+    code, out, _ = _run(capsys, "list", "--format", "json")
+    listed = json.loads(out)["clusters"]
+    assert code == 0
+    assert [(c["name"], c["phase"], c["options"]["accelerator"], c["nodes"]["total"]) for c in listed] == [
+        ("alpha", "stopped", "h200", 2),
+        ("beta", "stopped", "h200", 2),
+    ]
+    code, out, _ = _run(capsys, "list")
+    assert out.splitlines()[0].split() == ["name", "phase", "ready", "nodes", "accelerator", "kubeconfig"]
+    assert out.splitlines()[2].split()[:4] == ["alpha", "stopped", "?/2", "h200"]

@@ -175,6 +175,10 @@ class LocalExecutor:
                 env["DSX_SLOW_STEP_SECONDS"] = repr(step * self._slow_factor)
         return env
 
+    def start(self) -> None:
+        """Start the worker server now (it imports torch: seconds) rather than inside the first run."""
+        self._ensure_server()
+
     def _ensure_server(self) -> _ForkServer:
         if self._server is None:
             self._server = _ForkServer(self._python)

@@ -12,22 +12,34 @@ import math
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from dsx import serialization
+from dsx import __version__, serialization
 from dsx.certify import engine, isolation, measure
 from dsx.certify.reports import html as html_report
+from dsx.certify.reports import judged
 from dsx.model import certification as model
 
 KIND = "CertificationReport"
 
 
-def document(result: engine.CertificationResult) -> dict[str, Any]:
+def document(
+    result: engine.CertificationResult,
+    *,
+    started_at: str | None = None,
+    cluster: str | None = None,
+    version: str = __version__,
+) -> dict[str, Any]:
+    """The report; `started_at` (ISO 8601 UTC) and `cluster` come from the caller, so rendering stays pure."""
     failed = result.failed_nodes
     return {
         "apiVersion": model.API_VERSION,
         "kind": KIND,
         "name": result.spec.name,
+        "dsxVersion": version,
+        "startedAt": started_at,
+        "cluster": cluster,
         "executor": result.executor,
         "architecture": result.architecture or None,
+        "ranksPerNode": result.spec.ranks_per_node,
         "result": result.result.value,
         "failedNodes": failed,
         "totals": {
@@ -109,7 +121,8 @@ def _isolation(outcome: isolation.Outcome, groups: tuple[engine.GroupResult, ...
             entry["run"] = probe.detail.run
             metrics = probe.detail.measurement.metrics
             if model.Metric.BUS_BANDWIDTH_GBPS in metrics:
-                entry["busBandwidthGbps"] = round(metrics[model.Metric.BUS_BANDWIDTH_GBPS], 6)
+                entry["busBandwidthGBps"] = round(metrics[model.Metric.BUS_BANDWIDTH_GBPS], 6)
+            entry["metrics"] = probe.detail.measurement.to_dict()["metrics"]
             if probe.detail.failure is not None:
                 entry["reason"] = probe.detail.failure.reason.value
         tree.append(entry)
@@ -177,8 +190,10 @@ def summary(doc: dict[str, Any]) -> str:
     lines = []
     rows = []
     for category in doc["categories"]:
-        best = [g.get("metrics", {}).get(model.Metric.BUS_BANDWIDTH_GBPS.value) for g in category["groups"]]
-        shown = [b for b in best if b is not None]
+        metric = judged.metrics(category)[0]
+        worst = judged.worst(category, metric)
+        sizes = sorted({judged.world_size(doc, len(g["nodes"])) for g in category["groups"]})
+        bounds = sorted({b for n in sizes if (b := judged.bound(category, metric, n)) is not None})
         iso = category.get("isolation")
         rows.append(
             [
@@ -186,7 +201,9 @@ def summary(doc: dict[str, Any]) -> str:
                 category["status"],
                 len(category["groups"]),
                 category["runs"],
-                f"{max(shown):.3g}" if shown else "-",
+                metric.label,
+                metric.with_unit(worst) if worst is not None else "-",
+                " / ".join(f"{judged.comparison(category, metric)} {metric.with_unit(b)}" for b in bounds) or "-",
                 ", ".join(category["failedNodes"]) or "-",
                 iso["runs"] if iso else "-",
             ]
@@ -210,7 +227,17 @@ def summary(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_HEAD = ["category", "status", "groups", "runs", "max busbw GB/s", "failed nodes", "isolation runs"]
+_HEAD = [
+    "category",
+    "status",
+    "groups",
+    "runs",
+    "judged on",
+    "worst group",
+    "threshold",
+    "failed nodes",
+    "isolation runs",
+]
 
 
 def _finite(value: Any) -> Any:

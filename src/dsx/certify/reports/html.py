@@ -1,21 +1,33 @@
 """The certification report as one self-contained HTML page: no scripts, fonts or network.
 
-Charts are inline SVG drawn here from the report document: bus bandwidth over message size
-per group (log2 size axis, the threshold as a dashed line when it is a plain bound), step
-time per node for training, and the fault-isolation tree (one row per run, indented under the
-run that led to it; inferred results are hollow). Failed nodes come with their reason,
-measured and expected values and the log lines that show it.
+Every chart is inline SVG drawn here from the report document, and shows the metric the
+category is judged on (algorithm bandwidth for one-rank loopback, whose bus bandwidth is 0 by
+definition; step time for training) with the threshold it was held to:
+
+- per message size, one line per group, the threshold as a dashed line (collectives);
+- per node, the value of the run that says most about the node (for a data-parallel job, whose
+  ranks step in lock-step, that is the smallest isolation run: where the slow node shows);
+- the fault-isolation tree, one row per run with its value (inferred results are hollow).
+
+Axes use round 1-2-5 steps. Failed nodes come with their reason, measured and expected values
+and the log lines that show it.
 """
 
 # ruff: noqa: E501  (SVG and HTML markup reads better on one line)
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from html import escape
 from typing import Any
 
-_PALETTE = ("#2f6db5", "#d9822b", "#3a9a5b", "#8e5bb5", "#c0392b", "#1a9aa0", "#7f7f7f", "#b5a22f")
-_PASS, _FAIL = "#3a9a5b", "#c0392b"
+from dsx.certify.reports import judged as judged_runs
+from dsx.model import certification as model
+
+_PALETTE = ("#2f6db5", "#d9822b", "#3a9a5b", "#8e5bb5", "#1a9aa0", "#b5a22f", "#7f7f7f", "#c05f9a")
+_PASS, _FAIL, _THRESHOLD = "#3a9a5b", "#c0392b", "#c0392b"
+_CHAR_PX = 6.6
+"""Width of one character at font-size 11 (system sans): sizes margins so labels never overlap."""
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem;color:#222;max-width:1100px}
@@ -26,25 +38,47 @@ h3{font-size:1rem;margin-bottom:.3rem}
 .EXCLUDED{background:#7f7f7f}
 table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;font-size:.9rem}
 th{background:#f4f4f4}pre{background:#f7f7f7;padding:.5rem;font-size:.8rem;overflow-x:auto;margin:.2rem 0}
-.muted{color:#777;font-size:.85rem}svg{background:#fff}
+.muted{color:#777;font-size:.85rem}svg{background:#fff;display:block}.name,.num{white-space:nowrap}.num{text-align:right}
 """
 
 
 def render(doc: dict[str, Any]) -> str:
+    title = "dsx certification report" + (f": {doc['name']}" if doc["name"] != "certification" else "")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>dsx certification: {escape(doc['name'])}</title>",
+        f"<title>{escape(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
-        f'<h1>dsx certification: {escape(doc["name"])} <span class="badge {doc["result"]}">{doc["result"]}</span></h1>',
+        f'<h1>{escape(title)} <span class="badge {doc["result"]}">{doc["result"]}</span></h1>',
+        _byline(doc),
         _overview(doc),
         _failed_nodes(doc),
     ]
     for category in doc["categories"]:
-        parts.append(_category(category))
+        parts.append(_category(doc, category))
     parts.append(_node_table(doc))
     parts.append("</body></html>")
     return "\n".join(p for p in parts if p) + "\n"
+
+
+def _byline(doc: dict[str, Any]) -> str:
+    """When, how long, which dsx and which cluster: the line a reader of a forwarded report needs first."""
+    items = []
+    if doc.get("startedAt"):
+        started = datetime.fromisoformat(doc["startedAt"].replace("Z", "+00:00"))
+        items.append(started.strftime("%Y-%m-%d %H:%M UTC"))
+    items.append(f"took {_duration(doc['totals']['durationSeconds'])}")
+    if doc.get("cluster"):
+        items.append(f"cluster {doc['cluster']}")
+    items.append(f"dsx {doc.get('dsxVersion', '?')}")
+    return f'<p class="muted">{escape(" · ".join(items))}</p>'
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
 
 
 def _overview(doc: dict[str, Any]) -> str:
@@ -89,7 +123,8 @@ def _bound(node: dict[str, Any]) -> str:
     return f"{expected:.4g}" if isinstance(expected, int | float) else escape(node.get("expression", "?"))
 
 
-def _category(category: dict[str, Any]) -> str:
+def _category(doc: dict[str, Any], category: dict[str, Any]) -> str:
+    metrics = judged_runs.metrics(category)
     out = [
         f'<h2>{escape(category["name"])} <span class="badge {category["status"]}">{category["status"]}</span></h2>',
         f'<p class="muted">{escape(category["description"])} Scale {escape(category["scale"])}; '
@@ -97,29 +132,39 @@ def _category(category: dict[str, Any]) -> str:
     ]
     if category["thresholds"]:
         rows = "".join(
-            f"<tr><td>{escape(t['metric'])}</td><td><code>{escape(t['expression'])}</code></td><td>{escape(t['source'])}</td></tr>"
+            f"<tr><td>{escape(_metric_name(t['metric']))}</td><td><code>{escape(t['expression'])}</code></td>"
+            f"<td>{escape(_resolved(doc, category, t['metric']))}</td><td>{escape(t['source'])}</td></tr>"
             for t in category["thresholds"]
         )
-        out.append(f"<table><tr><th>metric</th><th>threshold</th><th>source</th></tr>{rows}</table>")
+        out.append(f"<table><tr><th>judged on</th><th>threshold</th><th>bound</th><th>source</th></tr>{rows}</table>")
     if category.get("references"):
         refs = "; ".join(
-            f"{size} rank(s): " + ", ".join(f"{m} {v:.4g}" for m, v in values.items())
+            f"{size} rank(s): "
+            + ", ".join(_metric_value(m, v) for m, v in values.items() if m in {x.value for x in metrics})
             for size, values in category["references"].items()
         )
         out.append(f'<p class="muted">Local reference (calibration): {escape(refs)}</p>')
-    if any(g.get("sizes") for g in category["groups"]):
-        out.append("<h3>Bus bandwidth by message size</h3>")
-        out.append(_bandwidth_chart(category))
-    if any(g.get("nodeStepSeconds") for g in category["groups"]):
-        out.append("<h3>Step time per node</h3>")
-        out.append(_step_chart(category))
+    bandwidth = next((m for m in metrics if m.unit == "GB/s"), None)
+    if bandwidth is not None and any(g.get("sizes") for g in category["groups"]):
+        out.append(f"<h3>{escape(bandwidth.label.capitalize())} by message size</h3>")
+        out.append(_size_chart(doc, category, bandwidth))
+    for metric in metrics:
+        chosen = judged_runs.per_node(category, metric)
+        if chosen:
+            out.append(f"<h3>{escape(metric.label.capitalize())} per node</h3>")
+            out.append(
+                '<p class="muted">Each node shows the run that says most about it: the smallest one, '
+                "agreeing with its verdict. Red: that run failed; the dashed mark is the bound it was held to.</p>"
+            )
+            out.append(_node_chart(doc, category, metric, chosen))
     group_rows: list[str] = []
     for group in category["groups"]:
-        metrics = ", ".join(f"{k} {v:.4g}" for k, v in group.get("metrics", {}).items()) or "—"
+        values = group.get("metrics", {})
+        shown = ", ".join(f"{m.label} {m.with_unit(values[m.value])}" for m in metrics if m.value in values) or "—"
         failure = group.get("failure", {})
         group_rows.append(
-            f"<tr><td>{escape(group['name'])}</td><td>{len(group['nodes'])}</td>"
-            f'<td><span class="badge {group["status"]}">{group["status"]}</span></td><td>{escape(metrics)}</td>'
+            f'<tr><td class="name">{escape(group["name"])}</td><td class="num">{len(group["nodes"])}</td>'
+            f'<td><span class="badge {group["status"]}">{group["status"]}</span></td><td class="name">{escape(shown)}</td>'
             f"<td>{escape(failure.get('message', ''))}</td></tr>"
         )
     out.append(
@@ -128,112 +173,220 @@ def _category(category: dict[str, Any]) -> str:
         + "</table>"
     )
     if category.get("isolation"):
-        out.append(_isolation(category["isolation"]))
+        out.append(_isolation(category))
     return "\n".join(out)
 
 
-def _bandwidth_chart(category: dict[str, Any]) -> str:
-    series = [
-        (g["name"], [(p["sizeBytes"], p["busBandwidthGbps"]) for p in g.get("sizes", [])]) for g in category["groups"]
+def _metric_name(key: str) -> str:
+    return f"{model.Metric(key).label} ({key})" if key in judged_runs.KNOWN else key
+
+
+def _metric_value(key: str, value: float) -> str:
+    return (
+        f"{model.Metric(key).label} {model.Metric(key).with_unit(value)}"
+        if key in judged_runs.KNOWN
+        else f"{key} {value:.4g}"
+    )
+
+
+def _resolved(doc: dict[str, Any], category: dict[str, Any], key: str) -> str:
+    """The bound as a number with its unit, per world size of the screening groups."""
+    if key not in judged_runs.KNOWN:
+        return "—"
+    metric = model.Metric(key)
+    sizes = sorted({judged_runs.world_size(doc, len(g["nodes"])) for g in category["groups"]})
+    found = [(n, judged_runs.bound(category, metric, n)) for n in sizes]
+    op = judged_runs.comparison(category, metric)
+    shown = [
+        f"{op} {metric.with_unit(b)}" + (f" ({n} ranks)" if len(found) > 1 else "") for n, b in found if b is not None
     ]
-    series = [(n, pts) for n, pts in series if pts]
-    width, height, left, bottom, top, right = 640, 300, 60, 40, 15, 150
-    xs = [math.log2(s) for _, pts in series for s, _ in pts]
-    ys = [v for _, pts in series for _, v in pts]
-    bound = _plain_bound(category)
-    if bound is not None:
-        ys.append(bound)
-    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
-    y1 = max(ys) * 1.1 if ys and max(ys) > 0 else 1.0
+    return ", ".join(shown) or "—"
 
-    def px(x: float) -> float:
-        return left + (x - x0) / (x1 - x0) * (width - left - right)
 
-    def py(y: float) -> float:
-        return height - bottom - y / y1 * (height - bottom - top)
+# --- charts ----------------------------------------------------------------------------------
+
+
+def nice_ticks(top: float, count: int = 5) -> list[float]:
+    """0 … ≥ `top` in 1-2-5 steps, about `count` of them."""
+    if not math.isfinite(top) or top <= 0:
+        top = 1.0
+    raw = top / count
+    base = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * base for m in (1, 2, 5, 10) if m * base >= raw * (1 - 1e-9))
+    return [round(i * step, 12) for i in range(math.ceil(top / step - 1e-9) + 1)]
+
+
+def tick_label(value: float, ticks: list[float]) -> str:
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    return f"{value:.{decimals}f}"
+
+
+def _size_chart(doc: dict[str, Any], category: dict[str, Any], metric: model.Metric) -> str:
+    """The judged bandwidth per message size, one line per group, the threshold dashed."""
+    series = [
+        (g, [(p["sizeBytes"], p[metric.value]) for p in g.get("sizes", []) if metric.value in p])
+        for g in category["groups"]
+    ]
+    series = [(g, pts) for g, pts in series if pts]
+    if not series:
+        return ""
+    sizes = sorted({s for _, pts in series for s, _ in pts})
+    bounds = sorted(
+        {
+            b
+            for g, _ in series
+            if (b := judged_runs.bound(category, metric, judged_runs.world_size(doc, len(g["nodes"])))) is not None
+        }
+    )
+    values = [metric.shown(v) for _, pts in series for _, v in pts] + [metric.shown(b) for b in bounds]
+    ticks = nice_ticks(max(values, default=1.0) * 1.05)
+    labels = [tick_label(t, ticks) for t in ticks]
+    legend = [_legend(g) for g, _ in series] + ["threshold"]
+    left = 34 + round(_CHAR_PX * max(len(x) for x in labels))
+    right = 30 + round(_CHAR_PX * max(len(x) for x in legend))
+    width, height, bottom, top = 760, 300, 44, 12
+    x0, x1 = math.log2(sizes[0]), math.log2(sizes[-1])
+    span = (x1 - x0) or 1.0
+
+    def px(size: int) -> float:
+        return (
+            left
+            + (math.log2(size) - x0) / span * (width - left - right - 20)
+            + (10 if x1 > x0 else (width - left - right) / 2)
+        )
+
+    def py(value: float) -> float:
+        return height - bottom - value / ticks[-1] * (height - bottom - top)
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="bus bandwidth by message size">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(metric.label)} by message size" data-metric="{metric.value}">',
+        _axes(width, height, left, bottom, top, right),
     ]
-    parts.append(_axes(width, height, left, bottom, top, right))
-    for tick in range(math.ceil(x0), math.floor(x1) + 1, max(1, math.ceil((x1 - x0) / 6))):
+    for tick, label in zip(ticks, labels, strict=True):
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{py(tick):.1f}" y2="{py(tick):.1f}" stroke="#eee"/>')
+        parts.append(f'<text x="{left - 6}" y="{py(tick) + 4:.1f}" font-size="11" text-anchor="end">{label}</text>')
+    for size in sizes:
         parts.append(
-            f'<text x="{px(tick):.1f}" y="{height - bottom + 16}" font-size="11" text-anchor="middle">{_size(2**tick)}</text>'
-        )
-    for i in range(5):
-        value = y1 * i / 4
-        parts.append(
-            f'<text x="{left - 6}" y="{py(value) + 4:.1f}" font-size="11" text-anchor="end">{value:.3g}</text>'
+            f'<text x="{px(size):.1f}" y="{height - bottom + 16}" font-size="11" text-anchor="middle">{_size(size)}</text>'
         )
     parts.append(
-        f'<text x="14" y="{(height - bottom) / 2:.0f}" font-size="11" transform="rotate(-90 14 {(height - bottom) / 2:.0f})" text-anchor="middle">busbw GB/s</text>'
+        f'<text x="{(left + width - right) / 2:.0f}" y="{height - 8}" font-size="11" text-anchor="middle">message size (bytes)</text>'
     )
-    if bound is not None:
+    middle = (height - bottom + top) / 2
+    parts.append(
+        f'<text x="12" y="{middle:.0f}" font-size="11" transform="rotate(-90 12 {middle:.0f})" text-anchor="middle">'
+        f"{escape(metric.label)} ({metric.unit})</text>"
+    )
+    for bound in bounds:
+        y = py(metric.shown(bound))
         parts.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{py(bound):.1f}" y2="{py(bound):.1f}" stroke="{_FAIL}" stroke-dasharray="5,4"/>'
+            f'<line class="threshold" data-value="{metric.shown(bound):.6g}" x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" '
+            f'stroke="{_THRESHOLD}" stroke-width="1.5" stroke-dasharray="6,4"/>'
         )
-        parts.append(
-            f'<text x="{width - right + 4}" y="{py(bound) + 4:.1f}" font-size="11" fill="{_FAIL}">threshold</text>'
-        )
-    for index, (name, points) in enumerate(series):
+    for index, (group, points) in enumerate(series):
         color = _PALETTE[index % len(_PALETTE)]
-        path = " ".join(f"{px(math.log2(s)):.1f},{py(v):.1f}" for s, v in points)
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
-        for s, v in points:
-            parts.append(f'<circle cx="{px(math.log2(s)):.1f}" cy="{py(v):.1f}" r="3" fill="{color}"/>')
+        path = " ".join(f"{px(s):.1f},{py(metric.shown(v)):.1f}" for s, v in points)
         parts.append(
-            f'<text x="{width - right + 4}" y="{top + 14 * (index + 1)}" font-size="11" fill="{color}">{escape(name)}</text>'
+            f'<polyline class="series" data-group="{escape(group["name"])}" data-points="{len(points)}" fill="none" '
+            f'stroke="{color}" stroke-width="{2 if group["status"] == "PASSED" else 3.5}" points="{path}"/>'
+        )
+        for s, v in points:
+            parts.append(f'<circle cx="{px(s):.1f}" cy="{py(metric.shown(v)):.1f}" r="3" fill="{color}"/>')
+    for index, name in enumerate(legend):
+        y = top + 6 + 16 * index
+        x = width - right + 12
+        if name == "threshold":
+            parts.append(
+                f'<line x1="{x}" x2="{x + 14}" y1="{y}" y2="{y}" stroke="{_THRESHOLD}" stroke-width="1.5" stroke-dasharray="4,3"/>'
+            )
+        else:
+            parts.append(f'<rect x="{x}" y="{y - 5}" width="14" height="10" fill="{_PALETTE[index % len(_PALETTE)]}"/>')
+        parts.append(f'<text x="{x + 19}" y="{y + 4}" font-size="11">{escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _legend(group: dict[str, Any]) -> str:
+    mark = "" if group["status"] == "PASSED" else " ✗"
+    count = len(group["nodes"])
+    return str(group["name"]) + (f" ({count} nodes)" if count > 1 else "") + mark
+
+
+def _node_chart(
+    doc: dict[str, Any], category: dict[str, Any], metric: model.Metric, chosen: dict[str, judged_runs.Run]
+) -> str:
+    """One bar per node: the value of its most telling run, red when that run failed, its bound dashed."""
+    rows = []
+    for node, run in chosen.items():
+        bound = judged_runs.bound(category, metric, judged_runs.world_size(doc, len(run.nodes)))
+        where = ", ".join(run.nodes) if len(run.nodes) <= 3 else f"{run.name} ({len(run.nodes)} nodes)"
+        rows.append(
+            (
+                node,
+                metric.shown(run.metrics[metric.value]),
+                None if bound is None else metric.shown(bound),
+                run.passed,
+                where,
+            )
+        )
+    ticks = nice_ticks(max([v for _, v, _, _, _ in rows] + [b for *_, b, _, _ in rows if b is not None]) * 1.05)
+    label_px = 12 + round(7.2 * max(len(n) for n, *_ in rows))
+    note_px = 24 + round(_CHAR_PX * max(len(f"{v:.3g} {metric.unit}  in {w}") for _, v, _, _, w in rows))
+    row, top, bottom = 22, 8, 40
+    width = max(760, label_px + 360 + note_px)
+    plot = width - label_px - note_px
+    height = top + row * len(rows) + bottom
+
+    def px(value: float) -> float:
+        return label_px + value / ticks[-1] * plot
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(metric.label)} per node" data-metric="{metric.value}">'
+    ]
+    base = top + row * len(rows)
+    for tick in ticks:
+        parts.append(f'<line x1="{px(tick):.1f}" x2="{px(tick):.1f}" y1="{top}" y2="{base}" stroke="#eee"/>')
+        parts.append(
+            f'<text x="{px(tick):.1f}" y="{base + 15}" font-size="11" text-anchor="middle">{tick_label(tick, ticks)}</text>'
+        )
+    parts.append(f'<line x1="{label_px}" x2="{label_px + plot}" y1="{base}" y2="{base}" stroke="#444"/>')
+    parts.append(
+        f'<text x="{label_px + plot / 2:.0f}" y="{height - 6}" font-size="11" text-anchor="middle">{escape(metric.label)} ({metric.unit})</text>'
+    )
+    for index, (node, value, bound, passed, where) in enumerate(rows):
+        y = top + index * row
+        color = _PASS if passed else _FAIL
+        parts.append(f'<text x="{label_px - 8}" y="{y + 15}" font-size="12" text-anchor="end">{escape(node)}</text>')
+        parts.append(
+            f'<rect class="bar" data-node="{escape(node)}" data-value="{value:.6g}" x="{label_px}" y="{y + 4}" '
+            f'width="{max(px(value) - label_px, 1):.1f}" height="{row - 8}" fill="{color}"/>'
+        )
+        if bound is not None:
+            parts.append(
+                f'<line class="threshold" data-value="{bound:.6g}" x1="{px(bound):.1f}" x2="{px(bound):.1f}" y1="{y + 1}" y2="{y + row - 1}" '
+                f'stroke="{_THRESHOLD}" stroke-width="2" stroke-dasharray="3,2"/>'
+            )
+        parts.append(
+            f'<text x="{label_px + plot + 8}" y="{y + 15}" font-size="11">{value:.3g} {escape(metric.unit)}'
+            f'<tspan fill="#777">  in {escape(where)}</tspan></text>'
         )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _plain_bound(category: dict[str, Any]) -> float | None:
-    for threshold in category["thresholds"]:
-        if threshold["metric"] != "busBandwidthGbps":
-            continue
-        text = threshold["expression"].replace(" ", "")
-        if text.startswith("value>="):
-            try:
-                return float(text.removeprefix("value>="))
-            except ValueError:
-                pass
-        if "reference" in text and category.get("references"):
-            sizes = sorted(category["references"], key=int)
-            factor = text.removeprefix("value>=").removesuffix("*reference")
-            try:
-                reference = category["references"][sizes[-1]].get("busBandwidthGbps")
-                return float(factor) * reference if reference is not None else None
-            except ValueError:
-                return None
-    return None
-
-
-def _step_chart(category: dict[str, Any]) -> str:
-    bars = sorted((n, v) for g in category["groups"] for n, v in g.get("nodeStepSeconds", {}).items())
-    width, row = 640, 22
-    height = 30 + row * len(bars)
-    peak = max((v for _, v in bars), default=1.0) or 1.0
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="step time per node">'
-    ]
-    for index, (node, seconds) in enumerate(bars):
-        y = 10 + index * row
-        length = seconds / peak * (width - 220)
-        parts.append(f'<text x="4" y="{y + 14}" font-size="12">{escape(node)}</text>')
-        parts.append(f'<rect x="110" y="{y + 3}" width="{length:.1f}" height="{row - 6}" fill="{_PALETTE[0]}"/>')
-        parts.append(f'<text x="{114 + length:.1f}" y="{y + 14}" font-size="11">{seconds * 1e3:.1f} ms</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _isolation(iso: dict[str, Any]) -> str:
+def _isolation(category: dict[str, Any]) -> str:
+    iso = category["isolation"]
+    judged = judged_runs.metrics(category)
     tree = iso["tree"]
     depth: dict[int, int] = {}
     for probe in tree:
         parent = probe["parent"]
         depth[probe["index"]] = 0 if parent is None else depth.get(parent, 0) + 1
-    row, width = 20, 900
+    row = 20
+    width = 1000
     height = 10 + row * len(tree)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="fault isolation tree">'
@@ -253,7 +406,9 @@ def _isolation(iso: dict[str, Any]) -> str:
         nodes = probe["nodes"]
         shown = ", ".join(nodes) if len(nodes) <= 6 else f"{nodes[0]} … {nodes[-1]} ({len(nodes)} nodes)"
         note = " (inferred)" if probe.get("inferred") else ""
-        extra = f" — {probe['reason']}" if probe.get("reason") else ""
+        values = probe.get("metrics", {})
+        measured = "".join(f" — {m.label} {m.with_unit(values[m.value])}" for m in judged if m.value in values)
+        extra = measured + (f" — {probe['reason']}" if probe.get("reason") else "")
         parts.append(
             f'<text x="{x + 18}" y="{y + 15}" font-size="12">{escape(probe["stage"])}: {escape(shown)}'
             f"{escape(note)}{escape(extra)}</text>"
@@ -278,7 +433,7 @@ def _isolation(iso: dict[str, Any]) -> str:
 
 def _node_table(doc: dict[str, Any]) -> str:
     rows = "".join(
-        f'<tr><td>{escape(n["name"])}</td><td><span class="badge {n["status"]}">{n["status"]}</span></td>'
+        f'<tr><td class="name">{escape(n["name"])}</td><td><span class="badge {n["status"]}">{n["status"]}</span></td>'
         f"<td>{escape(n.get('reason', ''))}</td><td>{escape(n.get('group', ''))}</td></tr>"
         for n in doc["nodeResults"]
     )

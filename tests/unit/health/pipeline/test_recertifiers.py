@@ -84,7 +84,7 @@ def test_a_node_below_the_threshold_fails_with_the_measured_value() -> None:
     launcher = FakeJobLauncher(logs_by_node={"n3": NCCL_LOG})
     result = _recertifier("value >= 400.0", launcher).recertify(LOOPBACK)
     assert not result.passed
-    assert result.reason.startswith("nccl-loopback: ThresholdViolation: busBandwidthGbps measured 316.24")
+    assert result.reason.startswith("nccl-loopback: ThresholdViolation: busBandwidthGBps measured 316.24")
 
 
 def test_a_pod_that_printed_nothing_fails_and_a_vanished_node_fails() -> None:
@@ -159,7 +159,7 @@ def test_the_policy_reads_the_cluster_certification_settings() -> None:
             "image": "registry.example/w:2",
             "namespace": "gpu-certify",
             "interconnect": "efa",
-            "thresholds": {"busBandwidthGbps": "value >= 420.0"},
+            "thresholds": {"busBandwidthGBps": "value >= 420.0"},
         },
     }
     settings = policy_module.from_dict(document, source="p.yaml").certification
@@ -170,7 +170,7 @@ def test_the_policy_reads_the_cluster_certification_settings() -> None:
     )
     for bad, message in (
         ({"thresholds": {"speed": "value > 1"}}, "thresholds: metric: 'speed' is not allowed; allowed values: busBa"),
-        ({"thresholds": {"busBandwidthGbps": "value >>"}}, "p.yaml.certification.thresholds.busBandwidthGbps"),
+        ({"thresholds": {"busBandwidthGBps": "value >>"}}, "p.yaml.certification.thresholds.busBandwidthGBps"),
         ({"namespace": "Not_A_Name"}, "p.yaml.certification.namespace: 'Not_A_Name' is not a namespace name"),
     ):
         with pytest.raises(BadInputError, match=message):
