@@ -9,14 +9,18 @@ the interleaving that lost a window entry when load, decide and save were three 
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from dsx.health.breaker import BreakerState, CircuitBreaker
 from dsx.health.eventstore import EventStore
 from dsx.health.policy import BreakerSettings
+from dsx.store import open_store
 
 from .conftest import T0, Backend
 
@@ -60,3 +64,59 @@ def test_racing_replicas_admitting_the_same_node_count_it_once(backend: Backend)
     assert document is not None and [e["node"] for e in document["window"]] == ["node-1"]
     assert CircuitBreaker(stores[1], settings, lambda: FLEET).admit("node-2", T0).allowed
     assert not CircuitBreaker(stores[2], settings, lambda: FLEET).admit("node-3", T0).allowed
+
+
+# Two sentinel processes, not two connections in one: each admits one node from its own
+# interpreter; a file barrier at the fleet-size seam makes them decide at the same moment.
+_ADMIT_IN_A_PROCESS = """
+import sys, time
+from datetime import UTC, datetime
+from pathlib import Path
+from dsx.health.breaker import CircuitBreaker
+from dsx.health.policy import BreakerSettings
+from dsx.store import open_store
+
+url, folder, me, racers, percent = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+
+def fleet_size():
+    (folder / f"arrived-{me}").touch()
+    deadline = time.monotonic() + 10
+    while len(list(folder.glob("arrived-*"))) < racers and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return 10
+
+store = open_store(url)
+breaker = CircuitBreaker(store, BreakerSettings(max_quarantined_percent=percent, window_seconds=600), fleet_size)
+print(breaker.admit(f"node-{me}", datetime(2026, 11, 29, 12, 0, tzinfo=UTC)).allowed)
+store.close()
+"""
+
+
+@pytest.mark.parametrize("backend_name", ["sqlite", "postgresql"])
+def test_two_sentinel_processes_admit_exactly_the_limit(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    url = (
+        f"sqlite:///{tmp_path / 'events.db'}"
+        if backend_name == "sqlite"
+        else str(request.getfixturevalue("postgres_url"))
+    )
+    open_store(url).close()  # the schema exists before the racers open it
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ADMIT_IN_A_PROCESS, url, str(tmp_path), str(i), "2", "10.0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    answers = [process.communicate(timeout=120) for process in racers]
+    assert [p.returncode for p in racers] == [0, 0], [err for _, err in answers]
+    assert sorted(out.strip() for out, _ in answers) == ["False", "True"]
+    store = open_store(url)
+    try:
+        document = store.load_breaker("quarantine")
+        assert document is not None and len(document["window"]) == 1
+    finally:
+        store.close()
