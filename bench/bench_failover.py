@@ -22,13 +22,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "src"), str(REPO)]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """`bench/run.py failover` calls this with no arguments; run the file itself to pass flags."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--lease-duration", type=float, default=15.0)
     parser.add_argument("--renew-deadline", type=float, default=10.0)
     parser.add_argument("--retry-period", type=float, default=2.0)
-    args = parser.parse_args()
+    args = parser.parse_args([] if argv is None else argv)
 
     root = Path(tempfile.mkdtemp(prefix="dsx-bench-failover-"))
     os.environ["DSX_STATE_DIR"] = str(root / "state")  # `dsx sim inject` in the scenario finds the cluster here
@@ -71,4 +72,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
