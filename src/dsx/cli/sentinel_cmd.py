@@ -157,7 +157,7 @@ def _election(leader_options: dict[str, Any]) -> Any:
     "--kubeconfig",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Cluster to act on (default: KUBECONFIG, ~/.kube/config).",
+    help="Cluster to act on (default: KUBECONFIG, ~/.kube/config, else the pod's service account).",
 )
 @click.option(
     "--image",
@@ -279,7 +279,9 @@ def run(
     default=None,
     help="kernel-log: the node's NVIDIA driver (575.57.08), for NVLink5 Xid decoding when the log has no NVRM banner.",
 )
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="kube: the cluster to watch.")
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="kube: the cluster to watch (default as `run`)."
+)
 @store_option
 @click.option("--url", default=None, help="Post to a sentinel's /v1/events instead of writing a store.")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None, help="Bearer token for --url.")
