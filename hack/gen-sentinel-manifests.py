@@ -45,7 +45,8 @@ def find_helm() -> Path:
     explicit = os.environ.get("HELM") or shutil.which("helm")
     if explicit:
         return Path(explicit)
-    cache = Path(os.environ.get("DSX_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dsx")
+    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    cache = Path(os.environ.get("DSX_CACHE_DIR") or xdg / "dsx")
     cached = cache / "tools" / f"helm-{HELM_VERSION}" / "helm"
     if cached.is_file():
         return cached
