@@ -87,32 +87,33 @@ def detect(environ: Mapping[str, str] | None = None, account_dir: Path | None = 
 
 
 def locate(explicit: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Path | InCluster | None:
-    """The cluster a command means, as kubectl finds it.
+    """The cluster a command means, as kubectl finds it, or None when nothing names one.
 
     --kubeconfig, else the first existing file of $KUBECONFIG, else ~/.kube/config when it
-    exists, else the pod's service account; else $KUBECONFIG's first entry (so the error names
-    it); else None.
+    exists, else the pod's service account.
     """
     if explicit:
         return Path(explicit)
     env = os.environ if environ is None else environ
-    listed = [Path(p) for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    for candidate in (*listed, home / ".kube" / "config"):
+    for candidate in _kubeconfig_files(env):
         if candidate.is_file():
             return candidate
-    found = detect(env)
-    if found is not None:
-        return found
-    return listed[0] if listed else None
+    return detect(env)
 
 
-def require(explicit: str | Path | None, what: str) -> Path | InCluster:
-    """`locate`, or NotFoundError naming every place looked at (`what`: the command, for the message)."""
+def require(explicit: str | Path | None, what: str, *, alternative: str = "") -> Path | InCluster:
+    """`locate`, or NotFoundError naming every place looked at (`what`: the command; `alternative`: its other way)."""
     found = locate(explicit)
     if found is None:
+        looked = ", ".join(str(p) for p in _kubeconfig_files(os.environ))
         raise errors.NotFoundError(
-            f"{what}: kubeconfig not found: give --kubeconfig FILE or set KUBECONFIG "
-            f"(there is no ~/.kube/config, and no {HOST_ENV} says this is a pod)"
+            f"{what}: no cluster: kubeconfig not found ({looked}) and not in a pod ({HOST_ENV} unset): "
+            f"give --kubeconfig FILE{alternative} or set KUBECONFIG"
         )
     return found
+
+
+def _kubeconfig_files(env: Mapping[str, str]) -> list[Path]:
+    listed = [Path(p) for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    return [*listed, home / ".kube" / "config"]

@@ -15,25 +15,27 @@
 {{- if .Values.store.url -}}{{ printf "%s-store" (include "dsx-sentinel.fullname" .) }}{{- else -}}{{ required "store.existingSecret or store.url is required" .Values.store.existingSecret }}{{- end -}}
 {{- end -}}
 
-{{/* Labels of every object; the selector labels are the first two. */}}
+{{/* Labels of every object. The selector is the name alone: it is unique per release (the
+     release name is in it) and stays what the plain manifests always selected, so applying a
+     new rendering over an old Deployment never meets the immutable selector. */}}
 {{- define "dsx-sentinel.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "dsx-sentinel.fullname" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "dsx-sentinel.labels" -}}
 {{ include "dsx-sentinel.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/part-of: dsx
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end -}}
 
 {{- define "dsx-sentinel.monitorSelectorLabels" -}}
 app.kubernetes.io/name: {{ include "dsx-sentinel.monitorName" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "dsx-sentinel.monitorLabels" -}}
 {{ include "dsx-sentinel.monitorSelectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/part-of: dsx
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end -}}
