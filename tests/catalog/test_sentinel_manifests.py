@@ -117,3 +117,15 @@ def test_every_alert_links_a_runbook_page_that_exists() -> None:
         url = alert["annotations"]["runbook_url"]
         assert url.startswith("https://github.com/dsx-run/dsx/blob/main/docs/runbooks/"), alert["alert"]
         assert (RUNBOOKS / url.rsplit("/", 1)[1]).is_file(), url
+
+
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Skyhook"}
+
+
+def test_every_namespaced_object_of_a_manifest_component_names_its_namespace() -> None:
+    """Bundles apply Manifest components without --namespace (deploy.sh, Flux): each object says where it goes."""
+    for ref in catalog.load().components.values():
+        for file_name, text in ref.manifests.items():
+            for doc in serialization.parse_yaml_documents(text, source=f"{ref.name}/{file_name}"):
+                if doc and doc["kind"] not in CLUSTER_SCOPED:
+                    assert doc["metadata"].get("namespace"), f"{ref.name}/{file_name}: {doc['kind']} has no namespace"
