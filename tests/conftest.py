@@ -13,7 +13,7 @@ from hypothesis import settings
 settings.register_profile("dsx", deadline=None)
 settings.load_profile("dsx")
 
-pytest_plugins = ["fixtures.sim_cluster", "fixtures.postgres_server"]
+pytest_plugins = ["fixtures.sim_cluster", "fixtures.postgres_server", "fixtures.helm"]
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

@@ -62,3 +62,16 @@ KWOK_VERSION = "0.8.0"
 
 def paths() -> PathSettings:
     return PathSettings()
+
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where the kubelet mounts a pod's service-account token, CA and namespace."""
+
+SERVICE_ACCOUNT_DIR_ENV = "DSX_SERVICE_ACCOUNT_DIR"
+"""Overrides SERVICE_ACCOUNT_DIR (tests point it at a folder they wrote)."""
+
+
+def service_account_dir() -> Path:
+    """The in-cluster credentials folder: $DSX_SERVICE_ACCOUNT_DIR, else the kubelet's mount."""
+    explicit = os.environ.get(SERVICE_ACCOUNT_DIR_ENV)
+    return Path(explicit) if explicit else SERVICE_ACCOUNT_DIR

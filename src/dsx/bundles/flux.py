@@ -158,7 +158,7 @@ def component_kustomization(ref: ComponentRef, recipe: Recipe, options: BundleOp
         "timeout": RECONCILE_TIMEOUT,
         "sourceRef": {"kind": "GitRepository", "name": source_name},
     }
-    if ref.type is not ComponentType.HELM:
+    if ref.type is ComponentType.KUSTOMIZE:  # a Manifest component's objects name their namespaces
         spec["targetNamespace"] = ref.namespace
     if ref.dependency_refs:
         spec["dependsOn"] = [{"name": d} for d in ref.dependency_refs]

@@ -38,8 +38,9 @@ def _component_readme(ref: ComponentRef) -> str:
         flags, positional = scripts.helm_uninstall_args(ref)
         remove = scripts.command_line(flags, positional=positional)
     elif ref.type is ComponentType.MANIFEST:
-        install = scripts.command_line(["kubectl", "apply", "--namespace", ref.namespace, "--filename", "manifests/"])
-        remove = scripts.command_line(["kubectl", "delete", "--namespace", ref.namespace, "--filename", "manifests/"])
+        # each object names its namespace (kubectl refuses one that differs from an explicit --namespace)
+        install = scripts.command_line(["kubectl", "apply", "--filename", "manifests/"])
+        remove = scripts.command_line(["kubectl", "delete", "--filename", "manifests/"])
     else:
         rows[1:1] = [("source", ref.source), ("path", ref.path)]
         url = scripts.kustomize_url(ref)

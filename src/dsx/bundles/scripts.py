@@ -105,9 +105,9 @@ def deploy_script(recipe: Recipe, options: BundleOptions) -> str:
             lines.append(command_line(flags, trailing=WAIT_ARGS, positional=positional))
         elif ref.type is ComponentType.MANIFEST:
             lines.append(command_line(["ensure_namespace", ref.namespace]))
-            lines.append(
-                command_line(["kubectl", "apply", "--namespace", ref.namespace, "--filename", manifests_dir(ref)])
-            )
+            # no --namespace: each object names its own (a catalog invariant), and kubectl refuses
+            # an object whose namespace differs from an explicit one (the sentinel's RBAC spans three)
+            lines.append(command_line(["kubectl", "apply", "--filename", manifests_dir(ref)]))
         else:
             lines.append(command_line(["ensure_namespace", ref.namespace]))
             lines.append(
@@ -128,12 +128,15 @@ def undeploy_script(recipe: Recipe, options: BundleOptions) -> str:
             flags, positional = helm_uninstall_args(ref)
             lines.append(command_line(flags, trailing=WAIT_ARGS, positional=positional))
         else:
-            source = ["--filename", manifests_dir(ref)] if ref.type is ComponentType.MANIFEST else []
-            if ref.type is ComponentType.KUSTOMIZE:
+            if ref.type is ComponentType.MANIFEST:  # as deploy: each object names its namespace
+                lines.append(
+                    command_line(["kubectl", "delete", "--ignore-not-found", "--filename", manifests_dir(ref)])
+                )
+            else:
                 source = ["--kustomize", kustomize_url(ref)]
-            lines.append(
-                command_line(["kubectl", "delete", "--namespace", ref.namespace, "--ignore-not-found", *source])
-            )
+                lines.append(
+                    command_line(["kubectl", "delete", "--namespace", ref.namespace, "--ignore-not-found", *source])
+                )
     lines.append("")
     lines.append(_echo(f"removed {len(ordered)} components; namespaces are kept"))
     return "\n".join(lines) + "\n"

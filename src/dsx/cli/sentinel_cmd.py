@@ -14,6 +14,7 @@ Stores are URLs: sqlite:///PATH (default: the dsx state directory), postgresql:/
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -81,6 +82,9 @@ sentinel.add_command(parse)
 
 
 # -- run -------------------------------------------------------------------------------------------
+
+
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
 def _leader_election_options(command: Any) -> Any:
@@ -161,7 +165,7 @@ def _election(leader_options: dict[str, Any]) -> Any:
     "--kubeconfig",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Cluster to act on (default: KUBECONFIG, ~/.kube/config).",
+    help="Cluster to act on (default: KUBECONFIG, ~/.kube/config, else the pod's service account).",
 )
 @click.option(
     "--image",
@@ -192,6 +196,13 @@ def _election(leader_options: dict[str, Any]) -> Any:
 )
 @click.option("--owner", default=None, help="Name this sentinel claims work under (stable across restarts).")
 @click.option(
+    "--log-level",
+    type=click.Choice(list(_LOG_LEVELS)),
+    default="info",
+    show_default=True,
+    help="Lowest level of the JSON log lines on stderr.",
+)
+@click.option(
     "--workers", default=16, show_default=True, type=click.IntRange(1, 256), help="Nodes handled in parallel per stage."
 )
 @_leader_election_options
@@ -208,6 +219,7 @@ def run(
     token_file: str | None,
     state_dir: str | None,
     owner: str | None,
+    log_level: str,
     workers: int,
     **leader_options: Any,
 ) -> None:
@@ -229,7 +241,7 @@ def run(
 
     if sim_name and kubeconfig:
         raise BadInputError("sentinel run: give --sim NAME or --kubeconfig FILE, not both")
-    telemetry.configure_json_logging()
+    telemetry.configure_json_logging(_LOG_LEVELS[log_level])
     chosen = policy_module.load(config).with_overrides(enable=policy_module.parse_stages(enable), dry_run=dry_run)
     if image:
         chosen = dataclasses.replace(chosen, certification=dataclasses.replace(chosen.certification, image=image))
@@ -283,7 +295,9 @@ def run(
     default=None,
     help="kernel-log: the node's NVIDIA driver (575.57.08), for NVLink5 Xid decoding when the log has no NVRM banner.",
 )
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="kube: the cluster to watch.")
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="kube: the cluster to watch (default as `run`)."
+)
 @store_option
 @click.option("--url", default=None, help="Post to a sentinel's /v1/events instead of writing a store.")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None, help="Bearer token for --url.")

@@ -54,19 +54,14 @@ def capture_time() -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def kubeconfig_path(explicit: str | None) -> Path:
-    """--kubeconfig, else the first file of $KUBECONFIG, else ~/.kube/config."""
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get("KUBECONFIG", "")
-    first = next((p for p in env.split(os.pathsep) if p), "")
-    return Path(first) if first else Path.home() / ".kube" / "config"
-
-
 def kube_client(kubeconfig: str | None, context: str | None) -> KubeClient:
+    """--kubeconfig, else $KUBECONFIG, else ~/.kube/config, else the pod's service account (as kubectl)."""
     from dsx.kube.client import KubeClient
+    from dsx.kube.incluster import require
 
-    return KubeClient(kubeconfig_path(kubeconfig), context=context)
+    current = click.get_current_context(silent=True)
+    found = require(kubeconfig, current.command_path if current else "dsx")
+    return KubeClient(found, context=context)
 
 
 def cluster_snapshot(reader: ClusterReader) -> Snapshot:

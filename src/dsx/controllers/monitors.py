@@ -29,6 +29,7 @@ from dsx.health.eventstore import EventStore
 from dsx.health.monitors import kube_objects
 from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.health.monitors.source import HealthSource
+from dsx.kube import incluster
 from dsx.kube.client import KubeClient
 from dsx.model.health import HealthEvent
 
@@ -177,12 +178,10 @@ def run_source(
 
 def run_kube_monitor(kubeconfig: str | None, sink: Sink, *, once: bool, stop: threading.Event | None = None) -> int:
     """Node policies over a node watch (the first pass reports every node's baseline)."""
-    if not kubeconfig:
-        raise errors.BadInputError("monitor kube: --kubeconfig is required")
     stop = stop or threading.Event()
     monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
     sent = 0
-    with KubeClient(kubeconfig) as client:
+    with KubeClient(incluster.require(kubeconfig, "monitor kube")) as client:
         if once:
             for node in client.list_nodes():
                 found = monitor.observe(node)

@@ -18,7 +18,6 @@ sentinel that imports `dsx.sim`.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from dsx.controllers.sentinel import SentinelOptions, SentinelParts, SentinelRun
 from dsx.health import recertify, remediation
 from dsx.health.policy import KernelLogSource, ProviderKind, ProviderSettings, SentinelPolicy, Stage
 from dsx.health.ports import NodeOps, Recertifier, RemediationProvider
+from dsx.kube import incluster
 from dsx.kube.client import KubeClient
 
 SIM_PROVIDER_TIMEOUT_SECONDS = 120.0
@@ -64,10 +64,7 @@ def real(policy: SentinelPolicy, kubeconfig: Path | None) -> SentinelParts:
             "certification.image in the policy (or pass --image IMAGE; an image with dsx[collectives], "
             "e.g. ghcr.io/dsx-run/dsx-workload) — the sentinel never stands in for a node with a local run"
         )
-    path = kubeconfig or _default_kubeconfig()
-    if path is None:
-        raise errors.BadInputError("sentinel run: no cluster: give --kubeconfig FILE or --sim NAME (or set KUBECONFIG)")
-    client = KubeClient(path)
+    client = KubeClient(incluster.require(kubeconfig, "sentinel run", alternative=" or --sim NAME"))
     recertifier: Recertifier | None = None
     if policy.certification.image and (needed or policy.switch(Stage.VALIDATION).enabled):
         from dsx.kube import certify_jobs, jobs
@@ -122,11 +119,3 @@ def _provider(settings: ProviderSettings, node_ops: NodeOps) -> RemediationProvi
 
         return SimProvider(node_ops, timeout_seconds=settings.timeout_seconds)
     return remediation.build_provider(settings)
-
-
-def _default_kubeconfig() -> Path | None:
-    explicit = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    for candidate in (explicit, str(Path.home() / ".kube" / "config")):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    return None

@@ -1,7 +1,8 @@
 """The one Kubernetes client of dsx: plain dicts in and out, dsx errors on failure.
 
-Built explicitly from a kubeconfig file (never a process-wide default), so a command, a
-controller and a test can each point at a different cluster. Domain packages define the
+Built explicitly from a kubeconfig file or an in-cluster service account (never a process-wide
+default; `incluster.locate` is how entry points pick one), so a command, a controller and a test
+can each point at a different cluster. Domain packages define the
 small protocols they need (a node-operations port, a job launcher); this class is written
 so those are easy to satisfy: names and namespaces in, Kubernetes JSON dicts out.
 """
@@ -21,7 +22,7 @@ import httpx2
 import lightkube
 from lightkube import generic_resource
 from lightkube.config import client_adapter
-from lightkube.config.kubeconfig import KubeConfig
+from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core import resource as lightkube_resource
 from lightkube.core.exceptions import ApiError, LoadResourceError
 from lightkube.core.resource_registry import resource_registry
@@ -34,6 +35,7 @@ from lightkube.types import CascadeType, PatchType
 
 from dsx import errors
 from dsx.kube import translation, watch
+from dsx.kube.incluster import InCluster
 
 FIELD_MANAGER = "dsx"
 
@@ -116,28 +118,39 @@ def _lease(document: Mapping[str, Any]) -> Lease:
     return cast(Lease, Lease.from_dict(dict(document)))
 
 
+def _load_config(source: Path | InCluster, context: str | None) -> SingleConfig:
+    """A kubeconfig file's context, or the pod's service account (token read from its file, re-read on 401)."""
+    if isinstance(source, InCluster):
+        with translation.translated(f"load {source}"):
+            loaded = KubeConfig.from_dict(source.kubeconfig()).get()
+        assert loaded is not None  # the document names its current context
+        return loaded
+    if not source.is_file():
+        raise errors.NotFoundError(f"{source}: kubeconfig not found")
+    with translation.translated(f"load kubeconfig {source}"):
+        config = KubeConfig.from_file(source).get(context)
+    if config is None:
+        raise errors.BadInputError(f"{source}: no current context; pass a context name")
+    return config
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class KubeClient:
-    """Operations dsx performs on a cluster, against one kubeconfig context."""
+    """Operations dsx performs on a cluster, against one kubeconfig context or the pod's service account."""
 
     def __init__(
         self,
-        kubeconfig: Path | str,
+        kubeconfig: Path | str | InCluster,
         *,
         context: str | None = None,
         field_manager: str = FIELD_MANAGER,
         request_timeout_seconds: float = 15.0,
     ) -> None:
-        self.kubeconfig = Path(kubeconfig)
-        if not self.kubeconfig.is_file():
-            raise errors.NotFoundError(f"{self.kubeconfig}: kubeconfig not found")
-        with translation.translated(f"load kubeconfig {self.kubeconfig}"):
-            config = KubeConfig.from_file(self.kubeconfig).get(context)
-        if config is None:
-            raise errors.BadInputError(f"{self.kubeconfig}: no current context; pass a context name")
+        self.kubeconfig: Path | InCluster = kubeconfig if isinstance(kubeconfig, InCluster) else Path(kubeconfig)
+        config = _load_config(self.kubeconfig, context)
         self.server = str(config.cluster.server)
         self.field_manager = field_manager
         timeout = httpx2.Timeout(request_timeout_seconds)

@@ -6,6 +6,7 @@ apiserver said and names the action, so one line tells the user what was refused
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -67,6 +68,8 @@ def translate(action: str, exc: BaseException, server: str = "") -> errors.DsxEr
         return errors.BadInputError(f"{action}: kubeconfig: {exc}")
     if isinstance(exc, LoadResourceError):
         return errors.NotFoundError(f"{action}: {exc}")
+    if isinstance(exc, ssl.SSLError):  # building the client: a CA or client-certificate file that is no certificate
+        return errors.BadInputError(f"{action}: TLS configuration: {exc}")
     return None
 
 

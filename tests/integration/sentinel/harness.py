@@ -46,8 +46,12 @@ def policy_file(folder: Path, document: Mapping[str, Any]) -> Path:
 
 
 class SentinelProcess:
-    def __init__(self, folder: Path, policy: Path, store_url: str, *extra: str) -> None:
+    def __init__(
+        self, folder: Path, policy: Path, store_url: str, *extra: str, env: Mapping[str, str | None] | None = None
+    ) -> None:
         self.folder = folder
+        self.env = dict(env or {})
+        """Changes to the environment it starts with (None removes a variable)."""
         self.port = free_port()
         self.store_url = store_url
         tokens = folder / "tokens"
@@ -67,6 +71,11 @@ class SentinelProcess:
 
     def start(self, *, ready_timeout_seconds: float = 60.0) -> None:
         env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+        for name, value in self.env.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(self.argv, env=env, stdout=log, stderr=log)
         self.starts += 1

@@ -69,7 +69,8 @@ def account(
     """(admin client, client with the sentinel account's own token, namespace, kubeconfigs)."""
     suffix = f"-{uuid.uuid4().hex[:6]}"
     namespace = f"dsx-sentinel{suffix}"
-    docs = manifests(namespace, suffix, "namespace.yaml", "rbac.yaml", "kubeconfig.yaml", "policy.yaml")
+    home = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}  # helm --create-namespace
+    docs = [home, *manifests(namespace, suffix, "namespace.yaml", "rbac.yaml", "policy.yaml")]
     with KubeClient(sim_cluster.kubeconfig) as admin:
         try:
             for doc in docs:

@@ -57,7 +57,7 @@ def test_deploy_installs_in_order_with_pinned_versions(small_recipe: Recipe, tmp
     ]  # fmt: skip
     assert helm_calls[2][-1] == "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"
     applies = [c for c in calls if c[:2] == ["kubectl", "apply"]]
-    assert applies[1][4:6] == ["--filename", "skyhook-customizations/manifests/"]
+    assert applies[1][2:] == ["--filename", "skyhook-customizations/manifests/"]  # its objects name their namespace
     assert applies[-1][-1] == "https://github.com/kubernetes-sigs/jobset.git//config/default?ref=v0.8.0"
     order = [c[-2] if c[0] == "helm" else c[-1] for c in calls if c[0] == "helm" or (c[1] == "apply" and c[-1] != "-")]
     assert order.index("gpu-operator") < order.index("skyhook-customizations/manifests/")

@@ -80,7 +80,11 @@ def test_manifest_components_are_applied_as_written(recipe: recipe_model.Recipe,
     assert ("", "dsx-sentinel") in objects_of(plan, "ClusterRole")
     assert ("dsx-system", "dsx-sentinel") in objects_of(plan, "ServiceAccount")
     deployment = objects_of(plan, "Deployment")[("dsx-system", "dsx-sentinel")]
-    written = serialization.parse_yaml(sentinel.manifests["deployment.yaml"], source="deployment.yaml")
+    (written,) = [
+        d
+        for d in serialization.parse_yaml_documents(sentinel.manifests["deployment.yaml"], source="deployment.yaml")
+        if d["kind"] == "Deployment"
+    ]
     assert deployment["spec"] == written["spec"]
 
 
@@ -124,7 +128,8 @@ def test_images_never_resolve(plan: install.Plan) -> None:
     images = [
         c["image"]
         for o in plan.objects
-        if o["kind"] in ("Deployment", "DaemonSet", "StatefulSet") and o["metadata"]["name"] != "dsx-sentinel"
+        if o["kind"] in ("Deployment", "DaemonSet", "StatefulSet")
+        and o["metadata"]["name"] not in ("dsx-sentinel", "dsx-sentinel-monitor")
         for c in o["spec"]["template"]["spec"]["containers"]
     ]
     assert images and all(i.startswith("registry.invalid/") for i in images)

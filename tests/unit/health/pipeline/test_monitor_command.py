@@ -129,7 +129,6 @@ def test_kernel_log_lines_are_posted_to_a_sentinel_and_kept_when_refused(
         (["kernel-log", "--path", "x", "--store", "memory:"], "--node is required"),
         (["kernel-log", "--node", "n1", "--store", "memory:"], "give --path FILE or --journal"),
         (["kernel-log", "--node", "n1", "--path", "x", "--url", "http://127.0.0.1:1"], "--url needs --token-file"),
-        (["kube", "--store", "memory:"], "--kubeconfig is required"),
         (
             ["kernel-log", "--node", "n1", "--path", "x", "--driver-version", "r575", "--store", "memory:"],
             "--driver-version: driver version: 'r575' is not a version like 575.57.08",

@@ -140,7 +140,7 @@ def test_a_real_cluster_without_a_workload_image_is_refused_never_stood_in_for(s
 def test_the_command_refuses_to_start_and_says_why(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(telemetry, "configure_json_logging", lambda: None)  # keep pytest's logging as it is
+    monkeypatch.setattr(telemetry, "configure_json_logging", lambda *_: None)  # keep pytest's logging as it is
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     args = ["sentinel", "run", "--kubeconfig", str(kubeconfig), "--enable", "quarantine,recertify"]

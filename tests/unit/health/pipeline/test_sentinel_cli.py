@@ -123,8 +123,10 @@ def test_bad_input_is_one_line_and_exit_2_or_3(capsys, argv: list[str], message:
 def test_run_without_a_cluster_says_how_to_give_one(capsys, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
     code, _, err = dsx(capsys, "sentinel", "run", "--store", "memory:", "--port", "0")
-    assert code == 2 and "give --kubeconfig FILE or --sim NAME" in err
+    assert code == 3 and "give --kubeconfig FILE or --sim NAME" in err and str(tmp_path / "absent") in err
 
 
 def test_api_routes_read_and_write_the_store(store_url) -> None:
