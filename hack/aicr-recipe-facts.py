@@ -71,7 +71,7 @@ def resolve(git_dir: Path, ref: str, leaf: str) -> dict[str, Any]:
     name = leaf
     while name and name != "base":
         chain.insert(0, name)
-        name = (_show(git_dir, ref, f"overlays/{name}.yaml")["spec"].get("base") or "base")
+        name = _show(git_dir, ref, f"overlays/{name}.yaml")["spec"].get("base") or "base"
     order = ["base", "monitoring-hpa", *chain]
     merged: dict[str, dict[str, Any]] = {}
     for overlay in order:
