@@ -17,6 +17,7 @@ flattened to dotted keys. Facts only; hack/gen-parity-table.py compares them wit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -93,10 +94,8 @@ def resolve(git_dir: Path, ref: str, leaf: str) -> dict[str, Any]:
         values: dict[str, Any] = {}
         files = [default_file, comp["valuesFile"]] if comp.get("valuesFile") else []
         for path in dict.fromkeys(files):
-            try:
+            with contextlib.suppress(subprocess.CalledProcessError):  # a component without values.yaml
                 values = _deep_merge(values, _show(git_dir, ref, path) or {})
-            except subprocess.CalledProcessError:
-                pass
         values = _deep_merge(values, comp["overrides"])
         enabled = values.pop("enabled", True) is not False
         components[name] = {
