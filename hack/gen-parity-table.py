@@ -6,7 +6,8 @@ written by hack/aicr-recipe-facts.py), dsx's own recipes for the same criteria (
 shipped catalog) and the reasons dsx differs (tests/data/recipes/aicr-recipes/deviations.yaml).
 Every component, pin, dependency list, manifest and value key AICR's recipe carries gets a row;
 each cell says `identical`, or the status and a numbered reason from the deviations file. A row
-that differs without a reason stops the generator, so the table never has a blank cell.
+that differs without a reason, or a reason for a row that no longer differs, stops the generator,
+so the table never has a blank cell or a stale reason.
 tests/catalog/test_aicr_parity.py regenerates the table in memory and fails when the committed
 one differs.
 
@@ -74,27 +75,39 @@ def flatten(values: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: values}
 
 
-def _reason(deviations: dict[str, Any], set_name: str, component: str, key: str) -> str | None:
+def _reason(deviations: dict[str, Any], set_name: str, component: str, key: str, used: set[str]) -> str | None:
     """The most specific reason: per-set entries first, then common; exact key, then its prefixes."""
-    for scope in (deviations.get("sets", {}).get(set_name, {}), deviations.get("common", {})):
+    scopes = ((f"sets.{set_name}", deviations.get("sets", {}).get(set_name, {})), ("common", deviations["common"]))
+    for scope_name, scope in scopes:
         entries = scope.get(component, {})
         probe = key
         while True:
             if probe in entries:
+                used.add(f"{scope_name}.{component}.{probe}")
                 return str(entries[probe])
             if "." not in probe:
                 break
             probe = probe.rsplit(".", 1)[0]
         if "*" in entries and key not in (COMPONENT, DEPENDENCIES) and not key.startswith("manifest:"):
+            used.add(f"{scope_name}.{component}.*")
             return str(entries["*"])
     return None
+
+
+def _all_reasons(deviations: dict[str, Any]) -> set[str]:
+    out = {f"common.{c}.{k}" for c, entries in deviations["common"].items() for k in entries}
+    for set_name, scope in deviations.get("sets", {}).items():
+        out |= {f"sets.{set_name}.{c}.{k}" for c, entries in scope.items() for k in entries}
+    return out
 
 
 def _pin(comp: Any) -> tuple[str, str, str, str]:
     return (comp.chart or "", comp.source or "", comp.namespace or "", comp.version or "")
 
 
-def _cells(set_name: str, aicr: dict[str, Any], deviations: dict[str, Any]) -> dict[tuple[str, str], str]:
+def _cells(
+    set_name: str, aicr: dict[str, Any], deviations: dict[str, Any], used: set[str]
+) -> dict[tuple[str, str], str]:
     """(component, row key) → status text for one criteria set."""
     recipe = resolve.resolve(criteria_model.Criteria(**SETS[set_name]), catalog.load())
     ours = {ref.name: ref for ref in recipe.component_refs}
@@ -103,7 +116,7 @@ def _cells(set_name: str, aicr: dict[str, Any], deviations: dict[str, Any]) -> d
     def status(component: str, key: str, same: bool) -> str:
         if same:
             return IDENTICAL
-        reason = _reason(deviations, set_name, component, key)
+        reason = _reason(deviations, set_name, component, key, used)
         if reason is None:
             raise StaleReason(f"{set_name}: {component} {key} differs from AICR and deviations.yaml has no reason")
         return reason
@@ -121,8 +134,10 @@ def _cells(set_name: str, aicr: dict[str, Any], deviations: dict[str, Any]) -> d
             name, DEPENDENCIES, sorted(facts["dependencyRefs"]) == sorted(mine.dependency_refs)
         )
         for manifest in facts["manifestFiles"]:
+            # AICR's manifests are Helm templates and dsx's plain YAML: never byte-identical, so
+            # every manifest row states what dsx carries instead
             key = f"manifest:{manifest}"
-            cells[(name, key)] = status(name, key, manifest in mine.manifests)
+            cells[(name, key)] = status(name, key, False)
         flat = flatten(mine.values) if mine.values else {}
         for key, value in facts["values"].items():
             cells[(name, key)] = status(name, key, key in flat and flat[key] == value)
@@ -131,7 +146,14 @@ def _cells(set_name: str, aicr: dict[str, Any], deviations: dict[str, Any]) -> d
 
 def render() -> str:
     deviations = yaml.safe_load((DATA / "deviations.yaml").read_text(encoding="utf-8"))
-    columns = {name: _cells(name, yaml.safe_load((DATA / f"{name}.yaml").read_text()), deviations) for name in SETS}
+    used: set[str] = set()
+    columns = {
+        name: _cells(name, yaml.safe_load((DATA / f"{name}.yaml").read_text(encoding="utf-8")), deviations, used)
+        for name in SETS
+    }
+    unused = sorted(_all_reasons(deviations) - used)
+    if unused:
+        raise StaleReason(f"deviations.yaml gives reasons for rows that no longer differ: {', '.join(unused)}")
     rows = sorted({row for cells in columns.values() for row in cells}, key=lambda r: (r[0], r[1] != COMPONENT, r))
     notes: dict[str, int] = {}
     lines = [
