@@ -58,6 +58,8 @@ EXPECTED_COMPONENTS = {
         "kube-prometheus-stack",
         "nvidia-dra-driver-gpu",
         "prometheus-adapter",
+        "skyhook-customizations",
+        "skyhook-operator",
     },
     "aks-h100-ubuntu-inference-dynamo": {
         "cert-manager",
