@@ -27,7 +27,7 @@ COMBINATIONS = [o for o in SHIPPED.overlays if o.base is not None]
 # aicr.md §2.8 components, plus Kueue, dsx's operate component, KubeRay and Slinky
 REQUIRED_COMPONENTS = {
     "gpu-operator": "v25.10.1",
-    "network-operator": "v25.1.0",
+    "network-operator": "25.1.0",
     "cert-manager": "v1.17.2",
     "nvsentinel": "v1.1.0",
     "skyhook-operator": "v0.14.0",
@@ -35,7 +35,7 @@ REQUIRED_COMPONENTS = {
     "kube-prometheus-stack": "82.8.0",
     "prometheus-adapter": "5.3.0",
     "k8s-ephemeral-storage-metrics": "1.19.2",
-    "nvidia-dra-driver-gpu": "v25.12.0",
+    "nvidia-dra-driver-gpu": "25.12.0",
     "kai-scheduler": "v0.13.0",
     "aws-ebs-csi-driver": "2.55.0",
     "aws-efa": "v0.5.3",

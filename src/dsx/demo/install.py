@@ -159,18 +159,27 @@ class _CustomKind:
 
 
 def _custom_kinds(objects: Iterable[Mapping[str, Any]]) -> dict[str, _CustomKind]:
-    """group → the custom resource kind among manifests, for its CRD.
+    """CRD name (`<plural>.<group>`) → the custom resource kind among manifests, for its CRD.
 
-    A manifest that gives its custom resource no namespace is read as cluster-scoped, since
-    nothing else (Argo CD, kubectl) would be able to place it either.
+    The plural is the kind lower-cased and pluralised, so two kinds of one group (TrainJob and
+    ClusterTrainingRuntime) each find their own CRD. A manifest that gives its custom resource
+    no namespace is read as cluster-scoped, since nothing else (Argo CD, kubectl) would be able
+    to place it either.
     """
     kinds = {}
     for obj in objects:
         group, _, version = str(obj["apiVersion"]).rpartition("/")
         if _is_custom(group):
+            kind = str(obj["kind"])
             namespaced = bool(obj["metadata"].get("namespace"))
-            kinds[group] = _CustomKind(version, str(obj["kind"]), namespaced)
+            kinds[f"{_plural(kind.lower())}.{group}"] = _CustomKind(version, kind, namespaced)
     return kinds
+
+
+def _plural(singular: str) -> str:
+    if singular.endswith("y") and singular[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return singular[:-1] + "ies"
+    return singular + ("es" if singular.endswith("s") else "s")
 
 
 def _is_custom(group: str) -> bool:
@@ -217,7 +226,7 @@ def plan(recipe: recipe_model.Recipe) -> Plan:
         pod_selector: dict[str, str] = {}
         for check in component.health_check_asserts:
             if check.kind is health_asserts.AssertKind.CRD:
-                found = custom.get(check.name.partition(".")[2])
+                found = custom.get(check.name)
                 crds.setdefault(
                     check.name,
                     crd(check.name, version=found.version, kind=found.kind, namespaced=found.namespaced)

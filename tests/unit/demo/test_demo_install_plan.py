@@ -97,6 +97,15 @@ def test_custom_resource_crd_takes_version_kind_and_scope_from_the_manifest(plan
     assert "namespace" not in tuning["metadata"]
 
 
+def test_two_custom_kinds_of_one_group_each_get_their_own_crd(plan: install.Plan) -> None:
+    trainer = {c["metadata"]["name"]: c["spec"] for c in plan.crds if c["spec"]["group"] == "trainer.kubeflow.org"}
+
+    assert trainer["clustertrainingruntimes.trainer.kubeflow.org"]["names"]["kind"] == "ClusterTrainingRuntime"
+    assert trainer["clustertrainingruntimes.trainer.kubeflow.org"]["scope"] == "Cluster"
+    kinds = [spec["names"]["kind"] for spec in trainer.values()]
+    assert len(kinds) == len(set(kinds)) >= 2, kinds
+
+
 def test_crd_names_without_manifests() -> None:
     policy = install.crd("clusterpolicies.nvidia.com")
     assert policy["spec"]["names"]["kind"] == "ClusterPolicy"
