@@ -119,7 +119,15 @@ def test_every_alert_links_a_runbook_page_that_exists() -> None:
         assert (RUNBOOKS / url.rsplit("/", 1)[1]).is_file(), url
 
 
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Skyhook"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "Skyhook",
+    "ClusterTrainingRuntime",  # Kubeflow Trainer v2: cluster-wide runtimes
+    "GatewayClass",
+}
 
 
 def test_every_namespaced_object_of_a_manifest_component_names_its_namespace() -> None:
