@@ -1,7 +1,8 @@
-"""Application factory: wires security, the error table and the route modules.
+"""Application factory: wires security, the error table, the route modules and the /docs page.
 
 Every error leaves as `{"error": {"code", "message"}}` with the HTTP status from
-`dsx.errors`; no stack trace ever reaches a response body.
+`dsx.errors` (unknown routes and methods too); no stack trace ever reaches a response body.
+/docs is Swagger UI from the `fastapi-offline` package's files: no CDN, so it works offline.
 """
 
 from __future__ import annotations
@@ -10,13 +11,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI, Request
+from http import HTTPStatus
+
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.exceptions import HTTPException
 
 from dsx import __version__
-from dsx.api import security
-from dsx.errors import DsxError
+from dsx.api import schemas, security
+from dsx.errors import DsxError, UnsupportedMediaTypeError
 
 log = logging.getLogger("dsx.api")
 
@@ -38,6 +42,57 @@ def _error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
+JSON = "application/json"
+
+
+def _json_bodies_only(request: Request) -> None:
+    """A body must be JSON; say so (415) instead of failing validation on form-encoded bytes."""
+    if request.method not in ("POST", "PUT", "PATCH") or request.headers.get("content-length", "0") == "0":
+        return
+    given = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if given != JSON and not given.endswith("+json"):
+        raise UnsupportedMediaTypeError(
+            f"{request.method} {request.url.path}: the body must be {JSON}, got {given or 'no Content-Type'}; "
+            f"send the header Content-Type: {JSON} (curl: -H 'Content-Type: {JSON}')"
+        )
+
+
+_DOCS_ASSETS = {
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+    "favicon.png": "image/png",
+}
+
+
+def _mount_docs(api: FastAPI) -> None:
+    """/docs: Swagger UI, its script and style served from the installed package."""
+    from importlib import resources
+
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    assets = resources.files("fastapi_offline") / "static"
+
+    @api.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"dsx {__version__} API",
+            swagger_js_url="/docs/swagger-ui-bundle.js",
+            swagger_css_url="/docs/swagger-ui.css",
+            swagger_favicon_url="/docs/favicon.png",
+            swagger_ui_parameters={"displayRequestDuration": True, "defaultModelsExpandDepth": 0},
+        )
+
+    for name, media_type in _DOCS_ASSETS.items():
+
+        def asset(name: str = name, media_type: str = media_type) -> Response:
+            return Response(
+                (assets / name).read_bytes(), media_type=media_type, headers={"cache-control": "max-age=3600"}
+            )
+
+        api.add_api_route(f"/docs/{name}", asset, methods=["GET"], include_in_schema=False)
+
+
 def create_app(settings: ApiSettings) -> Any:
     """The ASGI application: FastAPI wrapped in the guard middleware."""
     from dsx.api import metrics, routes
@@ -49,8 +104,10 @@ def create_app(settings: ApiSettings) -> Any:
         openapi_url="/openapi.json",
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(_json_bodies_only)],
     )
     api.state.settings = settings
+    api.openapi = lambda: schemas.openapi(api)  # type: ignore[method-assign]
 
     @api.exception_handler(DsxError)
     async def _dsx_error(request: Request, exc: DsxError) -> JSONResponse:
@@ -63,6 +120,19 @@ def create_app(settings: ApiSettings) -> Any:
             where = ".".join(str(p) for p in err.get("loc", ()))
             problems.append(f"{where}: {err.get('msg', 'invalid')}")
         return JSONResponse(_error_body("INVALID_REQUEST", "; ".join(problems) or "invalid request"), 400)
+
+    @api.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        """Starlette's own answers (unknown route 404, wrong method 405) in the dsx shape."""
+        if exc.status_code == 404:
+            body = _error_body("NOT_FOUND", f"no route {request.url.path}; the routes are listed at /docs")
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}"
+            body = _error_body("METHOD_NOT_ALLOWED", message)
+        else:
+            body = _error_body(HTTPStatus(exc.status_code).name, str(exc.detail))
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @api.exception_handler(security.BodyTooLargeError)
     async def _too_large(request: Request, exc: security.BodyTooLargeError) -> JSONResponse:
@@ -78,7 +148,7 @@ def create_app(settings: ApiSettings) -> Any:
         """Liveness: the process serves requests."""
         return "ok"
 
-    @api.get("/readyz", response_class=PlainTextResponse, tags=["health"])
+    @api.get("/readyz", response_class=PlainTextResponse, tags=["health"], responses=schemas.errors(503))
     def readyz() -> str:
         """Readiness: the catalog loads (and the store answers, when configured)."""
         routes.check_ready(settings)
@@ -86,6 +156,7 @@ def create_app(settings: ApiSettings) -> Any:
 
     metrics.mount(api)
     routes.register(api, settings)
+    _mount_docs(api)
 
     guarded = security.GuardMiddleware(
         api,
