@@ -93,6 +93,16 @@ def _mount_docs(api: FastAPI) -> None:
         api.add_api_route(f"/docs/{name}", asset, methods=["GET"], include_in_schema=False)
 
 
+def _methods(api: FastAPI, path: str) -> list[str]:
+    """Every method some route serves at `path` (Starlette's 405 names only the first route's)."""
+    found: set[str] = set()
+    for route in api.routes:
+        regex, methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and methods and regex.match(path):
+            found |= set(methods)
+    return sorted(found - {"HEAD"})
+
+
 def create_app(settings: ApiSettings) -> Any:
     """The ASGI application: FastAPI wrapped in the guard middleware."""
     from dsx.api import metrics, routes
@@ -127,9 +137,10 @@ def create_app(settings: ApiSettings) -> Any:
         if exc.status_code == 404:
             body = _error_body("NOT_FOUND", f"no route {request.url.path}; the routes are listed at /docs")
         elif exc.status_code == 405:
-            allowed = (exc.headers or {}).get("Allow", "")
+            allowed = ", ".join(_methods(api, request.url.path))
             message = f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}"
             body = _error_body("METHOD_NOT_ALLOWED", message)
+            return JSONResponse(body, status_code=405, headers={"allow": allowed})
         else:
             body = _error_body(HTTPStatus(exc.status_code).name, str(exc.detail))
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)

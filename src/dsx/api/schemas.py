@@ -161,7 +161,10 @@ def finish(document: dict[str, Any]) -> dict[str, Any]:
                 operation["security"] = [{BEARER: []}]
                 shared += [401, 429]
             for status in sorted(set(shared)):
-                responses.setdefault(str(status), {"description": ERROR_DESCRIPTIONS[status], **_ERROR_REF})
+                responses.setdefault(str(status), {"description": ERROR_DESCRIPTIONS[status]})
+            for status, answer in responses.items():
+                if status >= "400":  # errors are JSON whatever the success media type (text, zip)
+                    answer.update(_ERROR_REF)
             operation["responses"] = dict(sorted(responses.items()))
     return document
 
