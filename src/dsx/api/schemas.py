@@ -148,6 +148,8 @@ def finish(document: dict[str, Any]) -> dict[str, Any]:
     }
     for path, operations in document.get("paths", {}).items():
         for method, operation in operations.items():
+            if operation.get("description"):  # the docstring's first line, not "Get Recipe"
+                operation["summary"] = operation["description"].split("\n", 1)[0].rstrip(".")
             responses = operation.setdefault("responses", {})
             old = responses.get("422", {}).get("content", {}).get("application/json", {}).get("schema", {})
             if old.get("$ref", "").endswith("/HTTPValidationError"):

@@ -22,7 +22,9 @@ from dsx.errors import BadInputError
 PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 """Liveness and readiness probes: the kubelet calls them without a token."""
 
-DOCS_PATHS = frozenset({"/openapi.json", "/docs", "/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css", "/docs/favicon.png"})
+DOCS_PATHS = frozenset(
+    {"/openapi.json", "/docs", "/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css", "/docs/favicon.png"}
+)
 """The API's description and its Swagger UI page: the same text as `dsx serve --print-openapi`
 and docs/api.md, no data. Open so a person can read them and press Authorize to add a token."""
 
