@@ -67,9 +67,10 @@ def _mount_docs(api: FastAPI) -> None:
     """/docs: Swagger UI, its script and style served from the installed package."""
     from importlib import resources
 
+    import fastapi_offline
     from fastapi.openapi.docs import get_swagger_ui_html
 
-    assets = resources.files("fastapi_offline") / "static"
+    assets = resources.files(fastapi_offline) / "static"
 
     @api.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
