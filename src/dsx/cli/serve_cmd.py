@@ -51,6 +51,7 @@ def serve(
     from dsx.api import security
     from dsx.errors import BadInputError
 
+    logs.configure(log_format)  # before the app: a route module's missing-extra warning is a log line too
     tokens = security.load_tokens(token_file)
     settings = api_app.ApiSettings(
         token_digests=tokens,
@@ -67,7 +68,6 @@ def serve(
         raise BadInputError("no API tokens: pass --token-file FILE or set DSX_API_TOKENS")
     from dsx.api import server
 
-    logs.configure(log_format)
     url = f"http://{host}:{port}"
     logging.getLogger("dsx.api").info("serving on %s (docs at %s/docs)", url, url, extra={"url": url})
     server.serve_asgi(
