@@ -194,4 +194,7 @@ def resolve(
         found, missing = locate(env, cache)
         if missing:
             raise errors.NotFoundError(_how_to_provide(missing, cache))
-    return Binaries(found, kubernetes_version(found["kube-apiserver"]))
+    version = kubernetes_version(found["kube-apiserver"])
+    folders = sorted({str(path.parent) for path in found.values()})
+    progress(f"control-plane binaries (Kubernetes {version}) from {', '.join(folders)}")
+    return Binaries(found, version)
