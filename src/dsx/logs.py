@@ -57,3 +57,26 @@ def configure(log_format: LogFormat | str = LogFormat.JSON, level: int = logging
     root.addHandler(handler)
     root.setLevel(level)
     root.propagate = False
+
+
+def json_active() -> bool:
+    """Whether this process logs JSON lines: then a fatal error must be one too (dsx.cli.main)."""
+    handlers = logging.getLogger("dsx").handlers
+    return any(isinstance(h, _Handler) and isinstance(h.formatter, JsonFormatter) for h in handlers)
+
+
+def reset() -> None:
+    """Undo `configure` (each CLI run starts from Python's defaults, also when tests run several in one process)."""
+    root = logging.getLogger("dsx")
+    ours = [h for h in root.handlers if isinstance(h, _Handler)]
+    for handler in ours:
+        root.removeHandler(handler)
+    if ours:
+        root.setLevel(logging.NOTSET)
+        root.propagate = True
+
+
+def fatal(error: BaseException, exit_code: int) -> None:
+    """The last line of a command that failed, as a JSON record (the CLI prints `dsx: error: …` otherwise)."""
+    code = getattr(error, "code", "INTERNAL")
+    logging.getLogger("dsx.cli").error("%s", error, extra={"error_code": code, "exit_code": exit_code})

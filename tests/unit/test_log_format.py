@@ -80,6 +80,36 @@ def test_serve_announces_itself_in_the_chosen_format(log_format: str, tmp_path: 
         assert f"INFO dsx.api: serving on http://127.0.0.1:{port}" in lines[0]
 
 
+UNREACHABLE = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: not-a-real-token}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_sentinel_run_that_cannot_start_says_why_in_the_chosen_format(log_format: str, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(UNREACHABLE)
+    argv = ["sentinel", "run", "--kubeconfig", str(kubeconfig), "--store", "memory:", "--port", "0"]
+    argv += ["--state-dir", str(tmp_path / "state"), "--log-format", log_format]
+    env = {**ENV, "DSX_SENTINEL_TOKENS": "sentinel-token-0123456789"}
+    done = subprocess.run(
+        [sys.executable, "-m", "dsx", *argv], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 6, done.stderr
+    lines = done.stderr.strip().splitlines()
+    if log_format == "json":
+        last = [json.loads(line) for line in lines][-1]  # every line is JSON, the fatal one included
+        assert last["logger"] == "dsx.cli" and last["level"] == "error"
+        assert last["error_code"] == "UNAVAILABLE" and "cannot reach the Kubernetes API" in last["message"]
+    else:
+        assert lines[-1].startswith("dsx: error: list nodes: cannot reach the Kubernetes API")
+
+
 def test_configure_again_switches_the_format_without_a_second_handler() -> None:
     root = logging.getLogger("dsx")
     saved = (list(root.handlers), root.level, root.propagate)
