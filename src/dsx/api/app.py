@@ -8,6 +8,7 @@ Every error leaves as `{"error": {"code", "message"}}` with the HTTP status from
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -83,14 +84,13 @@ def _mount_docs(api: FastAPI) -> None:
             swagger_ui_parameters={"displayRequestDuration": True, "defaultModelsExpandDepth": 0},
         )
 
+    def serve(body: bytes, media_type: str) -> Callable[[], Response]:
+        """A handler without parameters: nothing in the request chooses what is read."""
+        return lambda: Response(body, media_type=media_type, headers={"cache-control": "max-age=3600"})
+
     for name, media_type in _DOCS_ASSETS.items():
-
-        def asset(name: str = name, media_type: str = media_type) -> Response:
-            return Response(
-                (assets / name).read_bytes(), media_type=media_type, headers={"cache-control": "max-age=3600"}
-            )
-
-        api.add_api_route(f"/docs/{name}", asset, methods=["GET"], include_in_schema=False)
+        body = (assets / name).read_bytes()
+        api.add_api_route(f"/docs/{name}", serve(body, media_type), methods=["GET"], include_in_schema=False)
 
 
 def _methods(api: FastAPI, path: str) -> list[str]:

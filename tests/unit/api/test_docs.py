@@ -29,6 +29,13 @@ def test_docs_page_is_open_and_loads_nothing_from_outside(client: TestClient) ->
         answer = client.get(asset)
         assert answer.status_code == 200 and len(answer.content) > 1000, asset
     assert "SwaggerUIBundle" in client.get("/docs/swagger-ui-bundle.js").text
+    # nothing in the request chooses the file: a query parameter is ignored, other paths need a token
+    assert (
+        client.get("/docs/swagger-ui.css", params={"name": "../../__init__.py"}).content
+        == client.get("/docs/swagger-ui.css").content
+    )
+    assert client.get("/docs/../dsx/__init__.py").status_code in (401, 404)
+    assert client.get("/docs/index.html").status_code == 401
 
 
 def test_every_protected_operation_declares_the_bearer_scheme_and_the_error_model(client: TestClient) -> None:
