@@ -7,7 +7,7 @@ LOCK := requirements.lock
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-12)
 SOURCES := src tests bench hack
 
-.PHONY: demo test install lock lint typecheck deps unit bench control-plane screenshots clean
+.PHONY: demo test install lock lint typecheck deps unit bench control-plane screenshots dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+# A wheel in dist/ (hatchling from the lock, no build isolation: nothing unpinned is fetched); it carries
+# the catalog data and hack/build-control-plane.sh (as dsx/sim/build-control-plane.sh)
+dist: $(STAMP)
+	rm -rf dist
+	$(PIP) wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation --wheel-dir dist .
+	@ls dist/*.whl
 
 # The certification report as a browser draws it: docs/images/certification-report.png (needs Chromium)
 screenshots: $(STAMP)

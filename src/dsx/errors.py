@@ -7,7 +7,8 @@ here, chaining the original as `__cause__`, so no third-party exception escapes 
     DsxError                          exit  http
     ├── CheckFailedError                 1   422   a check ran and failed: validation, drift, tamper, certification
     ├── BadInputError                    2   400   malformed file, unknown flag value, schema violation
-    │   └── CatalogError                 2   400   the shipped catalog itself is inconsistent
+    │   ├── CatalogError                 2   400   the shipped catalog itself is inconsistent
+    │   └── UnsupportedMediaTypeError    2   415   a request body in a content type the API does not read
     ├── NotFoundError                    3   404   a file, object, path or component does not exist
     │   └── MissingExtraError            3   501   an optional extra (pip install 'dsx[EXTRA]') is not installed
     ├── UnauthorizedError                4   401   no or bad credentials
@@ -77,6 +78,12 @@ class CatalogError(BadInputError):
     """The catalog (overlays, components, rules) breaks one of its invariants."""
 
     outcome = Outcome("INVALID_CATALOG", 2, 400)
+
+
+class UnsupportedMediaTypeError(BadInputError):
+    """A request body came in a content type other than the one the endpoint reads."""
+
+    outcome = Outcome("UNSUPPORTED_MEDIA_TYPE", 2, 415)
 
 
 class NotFoundError(DsxError):

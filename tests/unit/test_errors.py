@@ -11,6 +11,7 @@ from dsx import errors
         (errors.CheckFailedError, 1, 422),
         (errors.BadInputError, 2, 400),
         (errors.CatalogError, 2, 400),
+        (errors.UnsupportedMediaTypeError, 2, 415),
         (errors.NotFoundError, 3, 404),
         (errors.UnauthorizedError, 4, 401),
         (errors.ForbiddenError, 4, 403),

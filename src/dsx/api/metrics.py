@@ -24,7 +24,12 @@ def mount(api: FastAPI) -> None:
         latency.labels(route).observe(time.perf_counter() - started)
         return response
 
-    @api.get("/metrics", tags=["health"], response_class=Response)
+    @api.get(
+        "/metrics",
+        tags=["health"],
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+    )
     def metrics() -> Response:
         """Prometheus exposition format."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

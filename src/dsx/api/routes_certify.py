@@ -16,6 +16,7 @@ from fastapi import Body, FastAPI, Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from dsx.api import schemas
 from dsx.errors import BadInputError, ConflictError, DsxError, NotFoundError
 from dsx.model import certification as model
 
@@ -100,7 +101,13 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
     registry = _Registry()
     api.state.certifications = registry
 
-    @api.post("/v1/certifications", tags=["certify"], status_code=202)
+    @api.post(
+        "/v1/certifications",
+        tags=["certify"],
+        status_code=202,
+        response_model=schemas.CertificationStatus,
+        responses=schemas.errors(409),
+    )
     def post_certification(body: CertificationBody = Body(...)) -> JSONResponse:
         """Start a local certification (real collectives); 409 while another one runs."""
         spec = _spec(body)
@@ -119,12 +126,22 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
             raise NotFoundError(f"certification {run_id!r} not found")
         return run
 
-    @api.get("/v1/certifications/{run_id}", tags=["certify"])
+    @api.get(
+        "/v1/certifications/{run_id}",
+        tags=["certify"],
+        response_model=schemas.CertificationStatus,
+        responses=schemas.errors(404),
+    )
     def get_certification(run_id: str = Path(max_length=64)) -> dict[str, Any]:
         """Status: RUNNING, PASSED, FAILED or INCOMPLETE, with the failed nodes."""
         return _get(run_id).view()
 
-    @api.get("/v1/certifications/{run_id}/report", tags=["certify"])
+    @api.get(
+        "/v1/certifications/{run_id}/report",
+        tags=["certify"],
+        response_model=schemas.CertificationReport,
+        responses=schemas.errors(404, 409),
+    )
     def get_certification_report(run_id: str = Path(max_length=64)) -> dict[str, Any]:
         """The certification report document (as `dsx certify run --output` writes it)."""
         run = _get(run_id)

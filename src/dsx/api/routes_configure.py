@@ -10,6 +10,7 @@ from fastapi import Body, FastAPI, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from dsx.api import schemas
 from dsx.bundles import options as bundle_options
 from dsx.bundles import render as bundle_render
 from dsx.model import recipe as recipe_model
@@ -82,30 +83,40 @@ def _zip(files: dict[str, bytes], executables: frozenset[str]) -> bytes:
 
 
 def register(api: FastAPI) -> None:
-    @api.get("/v1/recipe", tags=["configure"])
+    recipe_answers: dict[str, Any] = {"response_model": schemas.RecipeDocument, "responses": schemas.errors(422)}
+    query_answers: dict[str, Any] = {"response_model": schemas.QueryAnswer, "responses": schemas.errors(404, 422)}
+
+    @api.get("/v1/recipe", tags=["configure"], **recipe_answers)
     def get_recipe(criteria: Annotated[CriteriaQuery, Query()]) -> dict[str, Any]:
         """Resolve criteria (query parameters) into a recipe."""
         return _recipe_for(criteria).to_dict()
 
-    @api.post("/v1/recipe", tags=["configure"])
+    @api.post("/v1/recipe", tags=["configure"], **recipe_answers)
     def post_recipe(body: CriteriaBody = Body(...)) -> dict[str, Any]:
         """Resolve criteria (JSON body) into a recipe."""
         return _recipe_for(body).to_dict()
 
-    @api.get("/v1/query", tags=["configure"])
+    @api.get("/v1/query", tags=["configure"], **query_answers)
     def get_query(query: Annotated[QueryQuery, Query()]) -> dict[str, Any]:
         """One value of the hydrated recipe; a missing path is 404 naming the deepest prefix."""
         return _answer(query)
 
-    @api.post("/v1/query", tags=["configure"])
+    @api.post("/v1/query", tags=["configure"], **query_answers)
     def post_query(body: QueryBody = Body(...)) -> dict[str, Any]:
+        """One value of the hydrated recipe (criteria and selector in a JSON body)."""
         return _answer(body)
 
     @api.post(
         "/v1/bundle",
         tags=["configure"],
         response_class=Response,
-        responses={200: {"content": {"application/zip": {}}, "description": "The bundle as a zip archive."}},
+        responses={
+            200: {
+                "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+                "description": "The bundle as a zip archive; the same input gives the same bytes.",
+            },
+            **schemas.errors(422),
+        },
     )
     def post_bundle(body: BundleBody = Body(...)) -> Response:
         """Render a bundle (zip) from criteria or a recipe document."""

@@ -1,6 +1,7 @@
 """/v1/sentinel: the operate pipeline's store over HTTP — node states, events, ingestion.
 
-Registered only when `dsx serve` is given a store (`settings.store_url`). Reads and writes go
+Always registered, so the OpenAPI document is complete; without a store (`dsx serve --store`)
+each route answers 404 naming the flag. Reads and writes go
 to the same event store a `dsx sentinel run` uses, so a portal can show node states and an
 external monitor can post events without reaching the sentinel process itself. Posted events
 are validated by `dsx.health.ingest` (all-or-nothing) and deduplicated by idempotency key.
@@ -16,6 +17,8 @@ from fastapi import Body, FastAPI, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from dsx.api import schemas
+from dsx.errors import NotFoundError
 from dsx.health import breaker, ingest, pipeline_status
 from dsx.health import policy as policy_module
 from dsx.health.eventstore import EventStore
@@ -29,7 +32,9 @@ _lock = threading.Lock()
 
 
 def _store(settings: ApiSettings) -> EventStore:
-    url = str(settings.store_url)
+    if not settings.store_url:
+        raise NotFoundError("this server has no event store: start dsx serve with --store URL")
+    url = settings.store_url
     with _lock:
         found = _stores.get(url)
         if found is None:
@@ -46,17 +51,16 @@ class EventsBody(BaseModel):
 
 
 def register(api: FastAPI, settings: ApiSettings) -> None:
-    if not settings.store_url:
-        return
+    answers = schemas.errors(404, 503)
 
-    @api.get("/v1/sentinel/nodes", tags=["operate"])
+    @api.get("/v1/sentinel/nodes", tags=["operate"], response_model=schemas.SentinelStatus, responses=answers)
     def get_nodes() -> dict[str, Any]:
         """Nodes that left service (state, reason, history), validation requests, breaker, cursors."""
         store = _store(settings)
         gate = breaker.CircuitBreaker(store, policy_module.BreakerSettings(), lambda: 0)
         return pipeline_status.document(store, gate)
 
-    @api.get("/v1/sentinel/events", tags=["operate"])
+    @api.get("/v1/sentinel/events", tags=["operate"], response_model=schemas.EventsPage, responses=answers)
     def get_events(
         node: str | None = Query(default=None, max_length=253),
         since: datetime | None = Query(default=None, description="Only events generated at or after this time."),
@@ -72,7 +76,13 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
             ]
         }
 
-    @api.post("/v1/sentinel/events", tags=["operate"], status_code=202)
+    @api.post(
+        "/v1/sentinel/events",
+        tags=["operate"],
+        status_code=202,
+        response_model=schemas.EventsAccepted,
+        responses=answers,
+    )
     def post_events(body: EventsBody = Body(...)) -> JSONResponse:
         """Store events from an external monitor; a re-sent event is stored once."""
         events = ingest.parse_document({"events": body.events})

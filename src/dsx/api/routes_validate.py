@@ -8,6 +8,7 @@ from fastapi import Body, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsx import __version__
+from dsx.api import schemas
 from dsx.model import recipe as recipe_model
 from dsx.model import snapshot as snapshot_model
 from dsx.validation import reports, results, run
@@ -28,7 +29,7 @@ class ValidateBody(BaseModel):
 
 
 def register(api: FastAPI, settings: ApiSettings) -> None:
-    @api.post("/v1/validate", tags=["configure"])
+    @api.post("/v1/validate", tags=["configure"], response_model=schemas.ValidationReport)
     def post_validate(body: ValidateBody = Body(...)) -> dict[str, Any]:
         """Validate against the snapshot; the answer is the CTRF report (200 even when checks fail)."""
         target = recipe_model.Recipe.from_dict(body.recipe, source="request body: recipe")

@@ -19,15 +19,24 @@ from typing import Any
 
 from dsx.errors import BadInputError
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
-"""Paths served without a token: liveness and readiness probes only."""
+PROBE_PATHS = frozenset({"/healthz", "/readyz"})
+"""Liveness and readiness probes: the kubelet calls them without a token."""
+
+DOCS_PATHS = frozenset(
+    {"/openapi.json", "/docs", "/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css", "/docs/favicon.png"}
+)
+"""The API's description and its Swagger UI page: the same text as `dsx serve --print-openapi`
+and docs/api.md, no data. Open so a person can read them and press Authorize to add a token."""
+
+OPEN_PATHS = PROBE_PATHS | DOCS_PATHS
+"""Paths served without a token; exact paths, never prefixes."""
 
 
 def needs_token(path: str) -> bool:
-    """The one token rule of `dsx serve` and the sentinel: every path but the two probes needs one.
+    """The one token rule of `dsx serve` and the sentinel: every path but the probes and the API docs needs one.
 
     /metrics included: it names nodes, stages and failure counts. A server without configured
-    tokens therefore serves only the probes.
+    tokens therefore serves only the probes and the docs.
     """
     return path not in OPEN_PATHS
 

@@ -17,7 +17,7 @@ proxy in front. This server adds, per connection (`ServerLimits`):
 - **body size** `max_body_bytes`: a declared body over it is refused before it is read.
 
 A connection past a deadline is closed. The token rule is `dsx.api.security.needs_token`, the
-same on both servers: /healthz and /readyz are open, every other path needs a bearer token.
+same on both servers: the probes and the API docs are open, every other path needs a bearer token.
 
 `serve_asgi` runs an ASGI application (the FastAPI app of `dsx serve`): one event loop thread
 runs the application, the connection threads do all socket I/O, so a slow client never blocks

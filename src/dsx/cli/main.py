@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from dsx import extras
+from dsx import extras, logs
 from dsx.errors import DsxError, InternalError
 
 # command name → "module:attribute"; a module is imported only when its command runs.
@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn every error into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    logs.reset()
     try:
         # with standalone_mode=False click returns (not raises) the code of a raised Exit
         code = cli.main(args=args, prog_name="dsx", standalone_mode=False)
@@ -106,8 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     except DsxError as exc:
         if debug:
             raise
-        click.echo(f"dsx: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        _error(exc, exc.exit_code)
     except KeyboardInterrupt:
         click.echo("dsx: interrupted", err=True)
         sys.exit(130)
@@ -119,9 +119,17 @@ def main(argv: list[str] | None = None) -> None:
         # an optional extra imported where the command runs, not where it is loaded: not a bug
         missing = extras.missing(exc, needed_by="this command") if isinstance(exc, ModuleNotFoundError) else None
         err = missing or InternalError(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
-        click.echo(f"dsx: error: {err}", err=True)
-        sys.exit(err.exit_code)
+        _error(err, err.exit_code)
     sys.exit(0)
+
+
+def _error(error: DsxError, exit_code: int) -> None:
+    """One line and the exit code: a JSON record when the command logs JSON (--log-format json)."""
+    if logs.json_active():
+        logs.fatal(error, exit_code)
+    else:
+        click.echo(f"dsx: error: {error}", err=True)
+    sys.exit(exit_code)
 
 
 def run_result(exit_code: int) -> None:

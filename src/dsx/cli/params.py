@@ -23,3 +23,14 @@ class FiniteFloatRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
+
+
+def log_format_option(command: Any) -> Any:
+    """`--log-format json|text` of every long-running command; `dsx.logs.configure` applies it."""
+    return click.option(
+        "--log-format",
+        type=click.Choice(["json", "text"]),
+        default="json",
+        show_default=True,
+        help="Log lines on stderr: one JSON object each (for log collectors), or text for a terminal.",
+    )(command)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dsx.cli import output as cli_output
-from dsx.cli.params import INT64_MAX, FiniteFloatRange
+from dsx.cli.params import INT64_MAX, FiniteFloatRange, log_format_option
 from dsx.cli.sentinel_parse_cmd import parse
 
 if TYPE_CHECKING:
@@ -206,6 +206,7 @@ def _election(leader_options: dict[str, Any]) -> Any:
     "--workers", default=16, show_default=True, type=click.IntRange(1, 256), help="Nodes handled in parallel per stage."
 )
 @_leader_election_options
+@log_format_option
 def run(
     config: str | None,
     store_url: str | None,
@@ -221,9 +222,10 @@ def run(
     owner: str | None,
     log_level: str,
     workers: int,
+    log_format: str,
     **leader_options: Any,
 ) -> None:
-    """Run the pipeline until SIGTERM or Ctrl-C (structured JSON logs on stderr).
+    """Run the pipeline until SIGTERM or Ctrl-C (logs on stderr, JSON lines by default).
 
     With --leader-elect, replicas sharing one store elect a leader through a Lease; only the
     leader acts on nodes, and one that loses the Lease exits with status 1 (to be restarted).
@@ -232,16 +234,16 @@ def run(
     import os
     import signal
 
-    from dsx import settings
+    from dsx import logs, settings
     from dsx.api import security
     from dsx.controllers import sentinel as runtime
-    from dsx.controllers import sentinel_wiring, telemetry
+    from dsx.controllers import sentinel_wiring
     from dsx.errors import BadInputError
     from dsx.health import policy as policy_module
 
     if sim_name and kubeconfig:
         raise BadInputError("sentinel run: give --sim NAME or --kubeconfig FILE, not both")
-    telemetry.configure_json_logging(_LOG_LEVELS[log_level])
+    logs.configure(log_format, _LOG_LEVELS[log_level])
     chosen = policy_module.load(config).with_overrides(enable=policy_module.parse_stages(enable), dry_run=dry_run)
     if image:
         chosen = dataclasses.replace(chosen, certification=dataclasses.replace(chosen.certification, image=image))
@@ -270,7 +272,8 @@ def run(
         signal.signal(number, lambda *_: done.set())
     sentinel_runtime.start()
     assert sentinel_runtime.http is not None
-    click.echo(f"dsx sentinel: serving on http://{host}:{sentinel_runtime.http.port}", err=True)
+    url = f"http://{host}:{sentinel_runtime.http.port}"
+    logging.getLogger("dsx.sentinel").info("serving on %s", url, extra={"url": url})
     done.wait()
     if sentinel_runtime.leadership_lost.is_set():
         os._exit(1)  # another replica may act now: stop this one's work mid-step rather than overlap
@@ -310,6 +313,7 @@ def run(
     help="Seconds between polls.",
 )
 @click.option("--once", is_flag=True, help="Poll once and exit.")
+@log_format_option
 def monitor(
     kind: str,
     node_name: str | None,
@@ -323,9 +327,13 @@ def monitor(
     token_file: str | None,
     interval_seconds: float,
     once: bool,
+    log_format: str,
 ) -> None:
-    """Run one monitor, sending what it sees to a store or a sentinel."""
+    """Run one monitor, sending what it sees to a store or a sentinel (logs on stderr)."""
+    from dsx import logs
     from dsx.controllers import monitors
+
+    logs.configure(log_format)
 
     sink = monitors.HttpSink(url, monitors.read_token(token_file)) if url else monitors.StoreSink(_store(store_url))
     if kind == "kube":
@@ -340,7 +348,9 @@ def monitor(
             driver_version=driver_version,
         )
         count = monitors.run_source(source, sink, interval_seconds=interval_seconds, once=once)
-    click.echo(f"dsx sentinel monitor {kind}: {count} new event(s) sent", err=True)
+    logging.getLogger("dsx.sentinel.monitor").info(
+        "%s: %d new event(s) sent", kind, count, extra={"monitor": kind, "events_sent": count}
+    )
 
 
 # -- reading ---------------------------------------------------------------------------------------

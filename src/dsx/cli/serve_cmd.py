@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dsx.cli.params import FiniteFloatRange
+from dsx.cli.params import FiniteFloatRange, log_format_option
 
 
 @click.command("serve")
@@ -24,6 +24,7 @@ from dsx.cli.params import FiniteFloatRange
     help="Sustained requests per second per token.",
 )
 @click.option("--print-openapi", is_flag=True, help="Print the OpenAPI document and exit.")
+@log_format_option
 def serve(
     host: str,
     port: int,
@@ -32,19 +33,25 @@ def serve(
     max_body_bytes: int,
     rate_per_second: float,
     print_openapi: bool,
+    log_format: str,
 ) -> None:
-    """Serve the REST API. Every endpoint except /healthz and /readyz needs a bearer token.
+    """Serve the REST API: Swagger UI at /docs, the OpenAPI document at /openapi.json.
+
+    Every other endpoint except /healthz and /readyz needs a bearer token.
 
     The server (shared with `dsx sentinel run`) closes a connection whose headers take over
     10 s, whose body or response takes over 30 s, or that idles 30 s between requests, and
     serves at most 128 connections at once (one more is answered 503).
     """
     import json
+    import logging
 
+    from dsx import logs
     from dsx.api import app as api_app
     from dsx.api import security
     from dsx.errors import BadInputError
 
+    logs.configure(log_format)  # before the app: a route module's missing-extra warning is a log line too
     tokens = security.load_tokens(token_file)
     settings = api_app.ApiSettings(
         token_digests=tokens,
@@ -61,7 +68,8 @@ def serve(
         raise BadInputError("no API tokens: pass --token-file FILE or set DSX_API_TOKENS")
     from dsx.api import server
 
-    click.echo(f"dsx API on http://{host}:{port} (OpenAPI at /openapi.json)", err=True)
+    url = f"http://{host}:{port}"
+    logging.getLogger("dsx.api").info("serving on %s (docs at %s/docs)", url, url, extra={"url": url})
     server.serve_asgi(
         application,
         security.TokenAuthenticator(tokens),

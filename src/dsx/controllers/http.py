@@ -4,7 +4,8 @@ Why not the API's FastAPI app: the sentinel is a controller that must start and 
 with nothing but its own process, and these five routes need no framework. It runs on the same
 hardened server as `dsx serve` (`dsx.api.server`: header, body and idle deadlines, a bound on
 open connections) with the same token rule (`dsx.api.security.needs_token`): /healthz and
-/readyz are open, everything else needs a bearer token from the token file.
+/readyz are open (and the API docs paths, which the sentinel does not serve), everything else
+needs a bearer token from the token file.
 
     GET  /healthz      200 "ok" while the process serves
     GET  /readyz       200 "ok" once the store and the cluster answer and the stages run; else 503 and why

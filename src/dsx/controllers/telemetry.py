@@ -1,4 +1,4 @@
-"""What the sentinel tells operators: Prometheus metrics and one JSON object per log line.
+"""What the sentinel tells operators: Prometheus metrics (its log lines are `dsx.logs`).
 
 `SentinelTelemetry` is the `dsx.health.ports.Observer` of the live pipeline. Metric names
 (all prefixed `dsx_sentinel_`) are listed in docs/sentinel.md with the alerts that use them; they
@@ -21,11 +21,8 @@ tests/unit/health/pipeline/test_metric_names.py holds:
 
 from __future__ import annotations
 
-import json
 import logging
-import sys
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -35,7 +32,6 @@ from dsx.model.health import NodeState
 
 SECONDS_PER_HOUR = 3600.0
 LATENCY_BUCKETS_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
 actions_log = logging.getLogger("dsx.sentinel.actions")
 
@@ -120,33 +116,3 @@ class SentinelTelemetry:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message and any `extra` fields."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
-                out[key] = value
-        if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str, ensure_ascii=False)
-
-
-def configure_json_logging(level: int = logging.INFO) -> None:
-    """Send the dsx loggers to stderr as JSON lines (idempotent)."""
-    root = logging.getLogger("dsx")
-    if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    root.addHandler(handler)
-    root.setLevel(level)
-    root.propagate = False

@@ -114,8 +114,9 @@ class Steps:
         missing = sentinel_available()
         if missing is not None:
             raise errors.UnavailableError(f"cannot start the sentinel: {missing}")
+        from dsx import logs
         from dsx.controllers import sentinel as runtime_module
-        from dsx.controllers import sentinel_wiring, telemetry
+        from dsx.controllers import sentinel_wiring
         from dsx.health import policy as policy_module
         from dsx.store import open_store
 
@@ -127,7 +128,7 @@ class Steps:
         demo.path(POLICY_FILE).write_text(serialization.dump_yaml(demo_policy(shipped)), encoding="utf-8")
         chosen = policy_module.load(demo.path(POLICY_FILE))
         store_url = f"sqlite:///{demo.path(STORE_FILE)}"
-        self._capture_logs(telemetry.JsonFormatter())
+        self._capture_logs(logs.JsonFormatter())
         options = runtime_module.SentinelOptions(
             policy=chosen,
             store_url=store_url,

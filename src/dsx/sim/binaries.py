@@ -2,7 +2,8 @@
 
 Order, per binary: `TEST_ASSET_KUBE_APISERVER` / `TEST_ASSET_ETCD` / `TEST_ASSET_KUBECTL`
 (the envtest overrides) → `$KUBEBUILDER_ASSETS/<name>` → `<cache>/control-plane/v<k8s>/<name>`.
-If any is still missing, `hack/build-control-plane.sh` builds all of them into the cache from
+If any is still missing, `hack/build-control-plane.sh` (in an installed wheel:
+`dsx/sim/build-control-plane.sh`, the same file) builds all of them into the cache from
 the Go module proxy (about 10 minutes on 2 cores); without the script or Go, a one-line
 error says how to provide them. Binaries are never committed.
 """
@@ -28,6 +29,8 @@ ENV_OVERRIDES = {
 }
 MINIMUM_KUBERNETES = (1, 34)
 BUILD_SCRIPT = Path("hack") / "build-control-plane.sh"
+SHIPPED_SCRIPT = Path(__file__).resolve().parent / "build-control-plane.sh"
+"""Where a wheel carries hack/build-control-plane.sh (pyproject.toml: force-include)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,9 @@ def locate(env: Mapping[str, str], cache: Path) -> tuple[dict[str, Path], list[s
 
 
 def build_script() -> Path | None:
-    """hack/build-control-plane.sh of this checkout (found from the package, then the working directory)."""
+    """The build script: shipped in the installed package, else hack/ of this checkout or the working directory."""
+    if SHIPPED_SCRIPT.is_file():
+        return SHIPPED_SCRIPT
     package_root = Path(__file__).resolve().parents[3]
     for base in (package_root, Path.cwd()):
         script = base / BUILD_SCRIPT
@@ -82,9 +87,10 @@ def build_script() -> Path | None:
 
 
 def _how_to_provide(missing: list[str], cache: Path) -> str:
+    script = build_script()
     return (
         f"control-plane binaries missing: {', '.join(missing)}; set KUBEBUILDER_ASSETS to a folder holding "
-        f"{', '.join(NAMES)}, or put them in {cache}, or run hack/build-control-plane.sh "
+        f"{', '.join(NAMES)}, or put them in {cache}, or run bash {script or BUILD_SCRIPT} "
         "(needs Go >= 1.26 and the Go module proxy)"
     )
 
@@ -109,7 +115,9 @@ def build(cache: Path, *, progress: Callable[[str], None]) -> None:
         raise errors.NotFoundError(_how_to_provide(list(NAMES), cache) + " — the script is not in this installation")
     if shutil.which("go") is None:
         raise errors.NotFoundError(_how_to_provide(list(NAMES), cache) + " — no `go` on PATH to build them")
-    progress(f"building control-plane binaries into {cache} (first run only; about 10 minutes on 2 cores)")
+    progress(
+        f"building control-plane binaries into {cache} with {script} (first run only; about 10 minutes on 2 cores)"
+    )
     env = {
         **os.environ,
         "K8S_VERSION": settings.KUBERNETES_VERSION,
@@ -186,4 +194,7 @@ def resolve(
         found, missing = locate(env, cache)
         if missing:
             raise errors.NotFoundError(_how_to_provide(missing, cache))
-    return Binaries(found, kubernetes_version(found["kube-apiserver"]))
+    version = kubernetes_version(found["kube-apiserver"])
+    folders = sorted({str(path.parent) for path in found.values()})
+    progress(f"control-plane binaries (Kubernetes {version}) from {', '.join(folders)}")
+    return Binaries(found, version)

@@ -6,52 +6,28 @@ pinned and hash-checked from requirements.lock, then dsx itself from this checko
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
+
+from .locked import closure, lock_entries
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[3]
-LOCK = REPO / "requirements.lock"
 BUILD_BACKEND = ("hatchling", "editables")  # editable installs without build isolation
-
-
-def _closure(roots: list[str]) -> set[str]:
-    """Distribution names needed by `roots` without extras, from the installed metadata."""
-    seen: set[str] = set()
-    todo = [Requirement(r) for r in roots]
-    while todo:
-        requirement = todo.pop()
-        name = requirement.name.lower().replace("_", "-")
-        if name in seen or (requirement.marker is not None and not requirement.marker.evaluate({"extra": ""})):
-            continue
-        seen.add(name)
-        todo.extend(Requirement(r) for r in metadata.requires(requirement.name) or [])
-    return seen
-
-
-def _lock_entries(names: set[str]) -> str:
-    """The lock's blocks (pin and hashes) for `names`."""
-    lines = [line for line in LOCK.read_text().splitlines() if not line.startswith("#")]
-    blocks = re.split(r"\n(?=[A-Za-z0-9])", "\n".join(lines))
-    kept = [b for b in blocks if b.split("==")[0].lower().replace("_", "-") in names]
-    assert len(kept) == len(names), f"not all of {sorted(names)} are in {LOCK.name}"
-    return "\n".join(kept) + "\n"
 
 
 @pytest.fixture(scope="module")
 def bare_dsx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("bare")
     core = [str(r) for r in (metadata.requires("dsx") or []) if "extra ==" not in str(r)]
-    needed = _closure([*core, *BUILD_BACKEND])
+    needed = closure([*core, *BUILD_BACKEND])
     requirements = folder / "requirements.txt"
-    requirements.write_text(_lock_entries(needed))
+    requirements.write_text(lock_entries(needed))
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "install", "--quiet"]

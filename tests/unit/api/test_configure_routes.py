@@ -15,10 +15,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CRITERIA = {"service": "eks", "accelerator": "h100", "os": "ubuntu", "intent": "training", "platform": "kubeflow"}
 
 
-def test_health_is_open_everything_else_needs_a_token(client: TestClient) -> None:
-    assert client.get("/healthz").status_code == 200
-    assert client.get("/readyz").status_code == 200
-    for path in ("/v1/recipe", "/metrics", "/openapi.json"):
+def test_probes_and_docs_are_open_everything_else_needs_a_token(client: TestClient) -> None:
+    for path in ("/healthz", "/readyz", "/openapi.json", "/docs"):
+        assert client.get(path).status_code == 200, path
+    for path in ("/v1/recipe", "/metrics", "/docs/", "/openapi.json/x", "/v1/sentinel/nodes"):
         response = client.get(path)
         assert response.status_code == 401, path
         assert response.json()["error"]["code"] == "UNAUTHORIZED"

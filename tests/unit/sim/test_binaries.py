@@ -55,7 +55,10 @@ def test_a_broken_override_is_bad_input(tmp_path: Path) -> None:
 
 def test_version_is_read_from_the_apiserver_and_must_be_recent(tmp_path: Path) -> None:
     _all(tmp_path / "ok")
-    assert binaries.resolve(env={}, cache=tmp_path / "ok", allow_build=False).kubernetes_version == "v1.36.3"
+    said: list[str] = []
+    found = binaries.resolve(env={}, cache=tmp_path / "ok", allow_build=False, progress=said.append)
+    assert found.kubernetes_version == "v1.36.3"
+    assert said == [f"control-plane binaries (Kubernetes v1.36.3) from {tmp_path / 'ok'}"]  # sim up says where
     old = _tool(tmp_path / "old", "kube-apiserver", "Kubernetes v1.31.4")
     with pytest.raises(errors.BadInputError, match=re.escape("v1.31.4 is too old; dsx sim needs >= 1.34")):
         binaries.kubernetes_version(old)

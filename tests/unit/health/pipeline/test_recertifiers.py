@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from dsx import logs
 from dsx.certify.fake_executor import FakeJobLauncher
 from dsx.cli.main import main
-from dsx.controllers import sentinel_wiring, telemetry
+from dsx.controllers import sentinel_wiring
 from dsx.errors import BadInputError
 from dsx.health import policy as policy_module
 from dsx.health import recertify
@@ -140,7 +141,7 @@ def test_a_real_cluster_without_a_workload_image_is_refused_never_stood_in_for(s
 def test_the_command_refuses_to_start_and_says_why(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(telemetry, "configure_json_logging", lambda *_: None)  # keep pytest's logging as it is
+    monkeypatch.setattr(logs, "configure", lambda *_: None)  # keep pytest's logging as it is
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     args = ["sentinel", "run", "--kubeconfig", str(kubeconfig), "--enable", "quarantine,recertify"]

@@ -149,10 +149,11 @@ def test_api_routes_read_and_write_the_store(store_url) -> None:
         assert client.get("/readyz").status_code == 200
 
 
-def test_without_a_store_the_api_has_no_sentinel_routes() -> None:
+def test_without_a_store_the_sentinel_routes_answer_404_naming_the_flag() -> None:
     settings = api_app.ApiSettings(token_digests=frozenset({security._digest(TOKEN)}))
     with TestClient(api_app.create_app(settings), raise_server_exceptions=False) as client:
-        assert client.get("/v1/sentinel/nodes", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
+        answer = client.get("/v1/sentinel/nodes", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert answer.status_code == 404 and "--store" in answer.json()["error"]["message"]
 
 
 def test_status_lists_dead_letters_and_retry_offers_them_again(capsys, store_url: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dsx import logs
 from dsx.api import security
 from dsx.controllers import http, kube_nodes, telemetry
 from dsx.health import ingest, pipeline_status
@@ -115,7 +116,7 @@ def test_bad_and_oversized_posts_are_refused_with_one_line_errors(server) -> Non
 def test_log_lines_are_json_with_their_extra_fields() -> None:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(telemetry.JsonFormatter())
+    handler.setFormatter(logs.JsonFormatter())
     logger = logging.getLogger("dsx.sentinel.test-json")
     logger.addHandler(handler)
     logger.propagate = False
