@@ -524,9 +524,15 @@ remove_release() {  # remove_release NAMESPACE RELEASE
 }
 
 remove_manifests() {  # remove_manifests NAMESPACE DIR
-  local objects
-  objects=$(kubectl get --namespace "$1" --filename "$2" --output name --ignore-not-found 2>/dev/null || true)
+  local objects=
+  if [ "$dry_run" = 0 ]; then
+    objects=$(kubectl get --namespace "$1" --filename "$2" --output name --ignore-not-found 2>/dev/null || true)
+  fi
   run kubectl delete --namespace "$1" --ignore-not-found --wait=false --filename "$2" >/dev/null || return 1
+  if [ "$dry_run" = 1 ]; then
+    echo "+ after $grace: kubectl patch away the finalizers of those objects still Terminating"
+    return 0
+  fi
   printf '%s\n' "$objects" | settle "$1"
 }
 
