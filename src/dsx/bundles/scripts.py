@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
+from typing import Any
 
 from dsx import serialization
 from dsx.bundles import components
@@ -118,12 +119,15 @@ def custom_kinds(ref: ComponentRef) -> list[tuple[str, str]]:
             api_version, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
             group = api_version.rpartition("/")[0]
             if kind == "CustomResourceDefinition" and group == "apiextensions.k8s.io":
-                spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-                names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
-                shipped.add((str(spec.get("group", "")), str(names.get("kind", ""))))
+                spec = _mapping(doc.get("spec"))
+                shipped.add((str(spec.get("group", "")), str(_mapping(spec.get("names")).get("kind", ""))))
             elif group not in BUILTIN_GROUPS and _GROUP.match(group) and _KIND.match(kind):
                 used.add((group, kind))
     return sorted(used - shipped)
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def dependency_closure(recipe: Recipe, name: str) -> set[str]:
