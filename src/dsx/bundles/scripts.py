@@ -223,9 +223,42 @@ release_status() {  # release_status NAMESPACE RELEASE: deployed, failed, pendin
     | { grep -o '"status":"[a-z-]*"' || true; } | head -n 1 | cut -d '"' -f 4
 }
 
-release_objects() {  # release_objects NAMESPACE RELEASE: kind.group/name of each object in its manifest
-  { helm get manifest --namespace "$1" -- "$2" 2>/dev/null || true; } \
-    | { kubectl get --namespace "$1" --filename - --output name --ignore-not-found 2>/dev/null || true; }
+in_namespace() {  # in_namespace NAMESPACE CMD...: CMD with NAMESPACE as kubectl's default namespace
+  # `kubectl --namespace` refuses a manifest whose objects name another namespace; an overlay
+  # kubeconfig that only sets the current context's namespace makes it a default instead
+  local context cluster user overlay status=0
+  context=$(kubectl config current-context) || return 1
+  cluster=$(kubectl config view --minify --output 'jsonpath={.contexts[0].context.cluster}') || return 1
+  user=$(kubectl config view --minify --output 'jsonpath={.contexts[0].context.user}') || return 1
+  overlay=$(mktemp) || return 1
+  printf '{"apiVersion":"v1","kind":"Config","contexts":[{"name":"%s","context":%s}]}\n' "$(json_text "$context")" \
+    "{\"cluster\":\"$(json_text "$cluster")\",\"user\":\"$(json_text "$user")\",\"namespace\":\"$1\"}" >"$overlay"
+  shift
+  KUBECONFIG="$overlay:${KUBECONFIG:-$HOME/.kube/config}" "$@" || status=$?
+  rm -f -- "$overlay"
+  return "$status"
+}
+
+json_text() {  # json_text TEXT: TEXT escaped for a JSON string
+  local text=${1//\\/\\\\}
+  printf '%s' "${text//\"/\\\"}"
+}
+
+objects_of() {  # objects_of NAMESPACE FILE|-: "namespace Kind[.group]/name" of each object that exists
+  local ns api kind name
+  { in_namespace "$1" kubectl get --filename "$2" --ignore-not-found --no-headers \
+      --output 'custom-columns=NS:.metadata.namespace,API:.apiVersion,KIND:.kind,NAME:.metadata.name' \
+      2>/dev/null || true; } \
+    | while read -r ns api kind name; do
+        if [ -z "$name" ]; then continue; fi
+        case "$api" in */*) kind="$kind.${api%/*}" ;; esac
+        if [ "$ns" = "<none>" ]; then ns=$1; fi
+        printf '%s %s/%s\n' "$ns" "$kind" "$name"
+      done
+}
+
+release_objects() {  # release_objects NAMESPACE RELEASE: objects_of what the release's manifest lists
+  { helm get manifest --namespace "$1" -- "$2" 2>/dev/null || true; } | objects_of "$1" -
 }
 
 check_cluster() {  # pre-flight shared by both scripts: tools, context, reachability, versions
@@ -340,13 +373,13 @@ preflight_checks() {
   done
 }
 
-rolled_out() {  # rolled_out NAMESPACE < objects: every Deployment, DaemonSet and StatefulSet rolled out
-  local obj
-  while IFS= read -r obj; do
+rolled_out() {  # rolled_out < objects_of lines: every Deployment, DaemonSet and StatefulSet rolled out
+  local ns obj
+  while read -r ns obj; do
     case "$obj" in
-      deployment.apps/*|daemonset.apps/*|statefulset.apps/*)
-        run kubectl rollout status --namespace "$1" --timeout "$timeout" "$obj" >/dev/null \
-          || { echo "  $obj in $1 not rolled out within $timeout" >&2; return 1; } ;;
+      Deployment.apps/*|DaemonSet.apps/*|StatefulSet.apps/*)
+        run kubectl rollout status --namespace "$ns" --timeout "$timeout" "$obj" >/dev/null \
+          || { echo "  $obj in $ns not rolled out within $timeout" >&2; return 1; } ;;
     esac
   done
 }
@@ -360,7 +393,7 @@ health_release() {  # health_release NAMESPACE RELEASE: deployed, and its worklo
   fi
   status=$(release_status "$1" "$2")
   [ "$status" = deployed ] || { echo "  release $2 in $1 is ${status:-missing}, not deployed" >&2; return 1; }
-  release_objects "$1" "$2" | rolled_out "$1"
+  release_objects "$1" "$2" | rolled_out
 }
 
 health_manifests() {  # health_manifests NAMESPACE DIR: the objects exist and workloads rolled out
@@ -368,7 +401,7 @@ health_manifests() {  # health_manifests NAMESPACE DIR: the objects exist and wo
     echo "+ kubectl rollout status for each workload of: kubectl get --namespace $1 --filename $2"
     return 0
   fi
-  kubectl get --namespace "$1" --filename "$2" --output name | rolled_out "$1"
+  objects_of "$1" "$2" | rolled_out
 }
 
 check_health() {  # health asserts for everything installed since the last check
@@ -442,8 +475,8 @@ while [ "$#" -gt 0 ]; do
   esac
   shift
 done
-duration_s "$grace" >/dev/null || usage_error "--grace takes a duration such as 30s or 2m, got '$grace'"
-duration_s "$timeout" >/dev/null || usage_error "--timeout takes a duration such as 30s or 2m, got '$timeout'"
+grace_s=$(duration_s "$grace") || usage_error "--grace takes a duration such as 30s or 2m, got '$grace'"
+timeout_s=$(duration_s "$timeout") || usage_error "--timeout takes a duration such as 30s or 2m, got '$timeout'"
 failed=()
 
 clear_finalizers() {  # clear_finalizers NAMESPACE OBJECT: drop the finalizers of a Terminating object
@@ -460,35 +493,38 @@ clear_instances() {  # clear_instances CRD: the finalizers of the instances a de
     --output 'jsonpath={range .items[*]}{.metadata.namespace}{"/"}{.metadata.name}{"\n"}{end}' 2>/dev/null || true)
 }
 
-settle() {  # settle NAMESPACE < objects: wait --grace for deletion, then clear finalizers of what is stuck
-  local ns=$1 obj deleting
-  local -a objects=() stuck=()
-  while IFS= read -r obj; do
-    if [ -n "$obj" ]; then objects+=("$obj"); fi
+settle() {  # settle < objects_of lines: wait --grace for deletion, then clear finalizers of what is stuck
+  local ns obj deleting deadline n
+  local -a spaces=() objects=() stuck=()
+  while read -r ns obj; do
+    if [ -n "$obj" ]; then spaces+=("$ns"); objects+=("$obj"); fi
   done
   if [ "${#objects[@]}" = 0 ]; then return 0; fi
-  if [ "$dry_run" = 1 ]; then
-    run kubectl wait --for=delete --namespace "$ns" --timeout "$grace" "${objects[@]}"
-    return 0
-  fi
-  if kubectl wait --for=delete --namespace "$ns" --timeout "$grace" "${objects[@]}" >/dev/null 2>&1; then
-    return 0
-  fi
-  for obj in "${objects[@]}"; do
-    deleting=$(kubectl get --namespace "$ns" --ignore-not-found \
-      --output 'jsonpath={.metadata.deletionTimestamp}' "$obj" 2>/dev/null || true)
-    [ -n "$deleting" ] || continue
-    stuck+=("$obj")
-    case "$obj" in
-      customresourcedefinition.apiextensions.k8s.io/*) clear_instances "${obj#*/}" ;;
+  deadline=$((SECONDS + grace_s))
+  for n in "${!objects[@]}"; do
+    gone_by "$deadline" "${spaces[$n]}" "${objects[$n]}" && continue
+    deleting=$(kubectl get --namespace "${spaces[$n]}" --ignore-not-found \
+      --output 'jsonpath={.metadata.deletionTimestamp}' "${objects[$n]}" 2>/dev/null || true)
+    [ -n "$deleting" ] || continue  # kept on purpose (helm.sh/resource-policy: keep), or not ours to force
+    stuck+=("$n")
+    case "${objects[$n]}" in
+      CustomResourceDefinition.apiextensions.k8s.io/*) clear_instances "${objects[$n]#*/}" ;;
       *)
-        echo "  clearing finalizers of $obj in $ns (still Terminating after $grace)"
-        clear_finalizers "$ns" "$obj" || echo "  could not patch $obj" >&2 ;;
+        echo "  clearing finalizers of ${objects[$n]} in ${spaces[$n]} (still Terminating after $grace)"
+        clear_finalizers "${spaces[$n]}" "${objects[$n]}" || echo "  could not patch ${objects[$n]}" >&2 ;;
     esac
   done
-  if [ "${#stuck[@]}" = 0 ]; then return 0; fi
-  kubectl wait --for=delete --namespace "$ns" --timeout "$timeout" "${stuck[@]}" >/dev/null \
-    || { echo "  still present after $timeout: ${stuck[*]}" >&2; return 1; }
+  deadline=$((SECONDS + timeout_s))
+  for n in ${stuck[@]+"${stuck[@]}"}; do
+    gone_by "$deadline" "${spaces[$n]}" "${objects[$n]}" \
+      || { echo "  ${objects[$n]} in ${spaces[$n]} still present after $timeout" >&2; return 1; }
+  done
+}
+
+gone_by() {  # gone_by DEADLINE NAMESPACE OBJECT: wait until OBJECT is deleted, at most until DEADLINE (SECONDS)
+  local left=$(($1 - SECONDS))
+  if [ "$left" -lt 1 ]; then left=1; fi
+  kubectl wait --for=delete --namespace "$2" --timeout "${left}s" "$3" >/dev/null 2>&1
 }
 
 remove_webhooks() {  # remove_webhooks RELEASE: webhook configurations carrying the release's instance label
@@ -524,20 +560,20 @@ remove_release() {  # remove_release NAMESPACE RELEASE
       || { echo "  helm uninstall $rel failed" >&2; return 1; }
   fi
   remove_webhooks "$rel" || return 1
-  printf '%s\n' "$objects" | settle "$ns"
+  printf '%s\n' "$objects" | settle
 }
 
 remove_manifests() {  # remove_manifests NAMESPACE DIR
   local objects=
   if [ "$dry_run" = 0 ]; then
-    objects=$(kubectl get --namespace "$1" --filename "$2" --output name --ignore-not-found 2>/dev/null || true)
+    objects=$(objects_of "$1" "$2")
   fi
   run kubectl delete --namespace "$1" --ignore-not-found --wait=false --filename "$2" >/dev/null || return 1
   if [ "$dry_run" = 1 ]; then
     echo "+ after $grace: kubectl patch away the finalizers of those objects still Terminating"
     return 0
   fi
-  printf '%s\n' "$objects" | settle "$1"
+  printf '%s\n' "$objects" | settle
 }
 
 remove_component() {  # remove_component INDEX DESCRIPTION

@@ -90,6 +90,16 @@ webhooks:
       service: {{name: web, namespace: "{{{{ .Release.Namespace }}}}", port: 443}}
     rules:
       - {{apiGroups: [{GROUP}], apiVersions: [v1], operations: [CREATE], resources: [widgets]}}
+{{{{- if .Values.side }}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-side
+  namespace: "{{{{ .Values.side }}}}"
+  finalizers: [{FINALIZER}]
+data: {{state: ready}}
+{{{{- end }}}}
 """
 
 
@@ -115,7 +125,7 @@ def chart_repo(helm_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     served = tmp_path_factory.mktemp("repo")
     charts = [
         _chart(src, "standin-crds", {"crd.yaml": CRD}),
-        _chart(src, "standin-web", {"web.yaml": WEB}, "stuck: false\ntag: '1'\n"),
+        _chart(src, "standin-web", {"web.yaml": WEB}, "stuck: false\ntag: '1'\nside: ''\n"),
     ]
     for chart in charts:
         subprocess.run([str(helm_binary), "package", str(chart), "-d", str(served)], check=True, capture_output=True)
@@ -130,7 +140,13 @@ def chart_repo(helm_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 def _helm_ref(
-    name: str, repo: str, namespace: str, *, version: str = "0.1.0", deps: list[str] | None = None
+    name: str,
+    repo: str,
+    namespace: str,
+    *,
+    version: str = "0.1.0",
+    deps: list[str] | None = None,
+    values: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "name": name,
@@ -139,7 +155,7 @@ def _helm_ref(
         "source": repo,
         "namespace": namespace,
         "version": version,
-        "values": {},
+        "values": values or {},
         "dependencyRefs": deps or [],
     }
 
@@ -248,7 +264,7 @@ def test_deploy_installs_in_order_and_undeploy_leaves_nothing_behind(
     recipe = _recipe(
         [
             _helm_ref("standin-crds", chart_repo, ns),
-            _helm_ref("standin-web", chart_repo, ns, deps=["standin-crds"]),
+            _helm_ref("standin-web", chart_repo, ns, deps=["standin-crds"], values={"side": other}),
             _widgets_ref(ns, ["standin-crds"]),
         ]
     )
@@ -259,6 +275,7 @@ def test_deploy_installs_in_order_and_undeploy_leaves_nothing_behind(
     assert "+ helm upgrade --install --repo" in dry.stdout and "kubectl apply --namespace" in dry.stdout
     assert not cluster.releases(ns), "a dry run installed something"
 
+    cluster.run("kubectl", "create", "namespace", other)  # the web chart puts an object there too
     deployed = cluster.script(bundle, "deploy.sh", "--timeout", "2m")
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
     assert "pre-flight: context" in deployed.stdout
@@ -288,7 +305,6 @@ def test_deploy_installs_in_order_and_undeploy_leaves_nothing_behind(
         "kind": "ConfigMap",
         "metadata": {"name": "keep", "namespace": other, "finalizers": [FINALIZER]},
     }
-    cluster.run("kubectl", "create", "namespace", other)
     for doc in (leftover, foreign, foreign_cm):
         subprocess.run(
             ["kubectl", "apply", "--filename", "-"], input=json.dumps(doc), env=cluster.env, check=True,
@@ -304,8 +320,9 @@ def test_deploy_installs_in_order_and_undeploy_leaves_nothing_behind(
     removed = cluster.script(bundle, "undeploy.sh", "--grace", "3s", "--timeout", "60s")
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert "standin-web is pending-upgrade: rolling back" in removed.stdout
-    assert "clearing finalizers of configmap/web-state" in removed.stdout
-    assert f"clearing finalizers of widget.{GROUP}/w1" in removed.stdout
+    assert "clearing finalizers of ConfigMap/web-state" in removed.stdout
+    assert f"clearing finalizers of ConfigMap/web-side in {other}" in removed.stdout
+    assert f"clearing finalizers of Widget.{GROUP}/w1" in removed.stdout
     assert cluster.releases(ns) == []
     webhooks = cluster.json("get", "validatingwebhookconfigurations,mutatingwebhookconfigurations")["items"]
     names = {w["metadata"]["name"] for w in webhooks}
@@ -316,6 +333,7 @@ def test_deploy_installs_in_order_and_undeploy_leaves_nothing_behind(
     assert cluster.run("kubectl", "get", f"widgets.{GROUP}", "--all-namespaces", check=False).returncode != 0
     assert cluster.run("kubectl", "get", "crd", f"widgets.{GROUP}", check=False).returncode != 0
     assert cluster.json("get", "configmap", "keep", "--namespace", other)["metadata"]["finalizers"] == [FINALIZER]
+    assert cluster.run("kubectl", "get", "configmap", "web-side", "--namespace", other, check=False).returncode != 0
     cluster.run("kubectl", "patch", "configmap", "keep", "--namespace", other, "--type", "merge",
                 "--patch", '{"metadata":{"finalizers":null}}')  # fmt: skip
     cluster.run("kubectl", "delete", "mutatingwebhookconfiguration", f"foreign-{ns}")
