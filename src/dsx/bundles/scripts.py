@@ -7,8 +7,8 @@ and globs reach helm or kubectl as text, never the shell. Helm's positional argu
 only fixed text of their own around those words: a library of bash functions (`_DEPLOY_LIB`,
 `_UNDEPLOY_LIB`) that read recipe values only as quoted `"$1"` arguments, never through eval.
 
-deploy.sh: pre-flight (tools, context, reachability, versions, namespaces, CRDs the bundle needs
-but does not install), then each component in deploymentOrder with retries and back-off; before
+deploy.sh: pre-flight (tools, context, reachability, versions, namespaces, releases left pending,
+CRDs the bundle needs but does not install), then each component in deploymentOrder with retries and back-off; before
 a component whose dependency is not yet checked, the health asserts of everything installed
 since (CRDs Established, releases deployed, workloads rolled out). `--best-effort` keeps going
 past a failed component, skips what needs it, and exits non-zero naming both.
@@ -174,7 +174,7 @@ _DEPLOY_USAGE = f"""#   --dry-run           print every command instead of runni
 #   --retries N         retries per step after the first attempt (default 3)
 #   --retry-delay S     back-off base in seconds: S*n*n before retry n, at most 120 (default 5)
 #   --timeout DURATION  helm --wait, CRD, rollout and health timeout, as 30s, 10m, 1h (default {HELM_TIMEOUT})
-#   --skip-preflight    do not check tools, context, versions, namespaces and required CRDs first"""
+#   --skip-preflight    do not check tools, context, versions, namespaces, releases and CRDs first"""
 
 _UNDEPLOY_USAGE = """#   --dry-run           print every command instead of running it (no cluster needed)
 #   --grace DURATION    how long controllers get to finalize deleted objects before their finalizers
@@ -365,6 +365,13 @@ preflight_checks() {
     phase=$(kubectl get namespace "$ns" --ignore-not-found --output 'jsonpath={.status.phase}') \
       || die "pre-flight: cannot read namespace $ns"
     [ "$phase" != Terminating ] || die "pre-flight: namespace $ns is Terminating; wait until it is gone"
+  done
+  for item in ${releases[@]+"${releases[@]}"}; do
+    if [ "$dry_run" = 1 ]; then run helm status --namespace "${item%%/*}" --output json -- "${item#*/}"; continue; fi
+    case "$(release_status "${item%%/*}" "${item#*/}")" in
+      pending-*) die "pre-flight: release ${item#*/} in ${item%%/*} is stuck in a pending state from an interrupted" \
+        "run; ./undeploy.sh clears it (or helm rollback)" ;;
+    esac
   done
   for item in ${required_crds[@]+"${required_crds[@]}"}; do
     if [ "$dry_run" = 1 ]; then echo "+ check that the cluster serves ${item#*/} in ${item%%/*}"; continue; fi
@@ -646,6 +653,7 @@ def deploy_script(recipe: Recipe, options: BundleOptions) -> str:
         "",
         _array("names", [r.name for r in ordered]),
         _array("namespaces", sorted({r.namespace for r in ordered})),
+        _array("releases", [f"{r.namespace}/{r.name}" for r in ordered if r.type is ComponentType.HELM]),
         _array("required_crds", [f"{g}/{k}" for g, k in required_crds(recipe)]),
     ]
     for n, ref in enumerate(ordered):

@@ -316,6 +316,9 @@ def test_deploy_installs_in_order_and_undeploy_leaves_nothing_behind(
     assert helm_pull.returncode == 0
     (tmp_path / "standin-web-0.1.0.tgz").rename(bundle / "standin-web.tgz")
     _leave_pending_upgrade(cluster, bundle, ns)
+    redeploy = cluster.script(bundle, "deploy.sh")
+    assert redeploy.returncode == 1
+    assert "release standin-web in" in redeploy.stderr and "./undeploy.sh clears it" in redeploy.stderr
 
     removed = cluster.script(bundle, "undeploy.sh", "--grace", "3s", "--timeout", "60s")
     assert removed.returncode == 0, removed.stdout + removed.stderr
