@@ -24,7 +24,17 @@ def render(recipe: Recipe, options: BundleOptions) -> FileTree:
         files[f"{ref.name}/README.md"] = _component_readme(ref).encode("utf-8")
     files["deploy.sh"] = scripts.deploy_script(recipe, options).encode("utf-8")
     files["undeploy.sh"] = scripts.undeploy_script(recipe, options).encode("utf-8")
-    apply = readme.fenced(["./deploy.sh            # installs in deploymentOrder, waits for each", "./undeploy.sh"])
+    apply = (
+        readme.fenced(
+            [
+                "./deploy.sh --dry-run  # prints every command; contacts no cluster",
+                "./deploy.sh            # pre-flight, then installs in deploymentOrder with retries and health checks",
+                "./deploy.sh --best-effort   # goes on past a failed component; exit 1 names it",
+                "./undeploy.sh          # reverse order; clears pending releases, leftover webhooks, stuck finalizers",
+            ]
+        )
+        + "See `./deploy.sh --help` and `./undeploy.sh --help` for every option.\n"
+    )
     files["README.md"] = readme.root_readme(recipe, "helm", options, apply).encode("utf-8")
     return FileTree(files, frozenset({"deploy.sh", "undeploy.sh"}))
 

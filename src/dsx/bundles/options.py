@@ -1,4 +1,4 @@
-"""What a caller may choose about a bundle besides the recipe: deployer, Git location, time.
+"""What a caller may choose about a bundle besides the recipe: deployer, Git location, time, overrides.
 
 The timestamp is passed in (the CLI reads SOURCE_DATE_EPOCH), never read from the clock, so
 the same recipe and options always give the same bytes.
@@ -7,10 +7,11 @@ the same recipe and options always give the same bytes.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from dsx import __version__
+from dsx.bundles.overrides import Overrides
 
 PLACEHOLDER_REPO_URL = "https://git.example.com/REPLACE-ME/gpu-stack.git"
 """Written where a Git URL is needed but `--repo` was not given; the README says to replace it."""
@@ -44,6 +45,12 @@ class BundleOptions:
     """Only set from SOURCE_DATE_EPOCH; absent means no timestamp anywhere in the bundle."""
 
     generator: str = f"dsx/{__version__}"
+
+    overrides: Overrides = field(default_factory=Overrides)
+    """`--set` values and node placement applied to component values; recorded in bundle.json."""
+
+    recipe_digest: str = ""
+    """Digest of the recipe as resolved, before overrides; `render.render` sets it for the README."""
 
     @property
     def git_url(self) -> str:

@@ -2,16 +2,18 @@
 
 The finishing steps are the same for every deployer, so the guarantees hold for all five:
 the recipe copy is covered by the checksums, `bundle.json` lists every covered file, and the
-result depends only on the recipe and the options.
+result depends only on the recipe and the options. Overrides (`--set`, node placement) change
+the values the deployer writes, never the recipe copy: `bundle.json` records them beside it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from dsx import serialization
-from dsx.bundles import argocd, argocd_helm, checksums, components, flux, helm, helmfile, layout
+from dsx.bundles import argocd, argocd_helm, checksums, components, flux, helm, helmfile, layout, overrides
 from dsx.bundles.options import BundleOptions, Deployer
 from dsx.bundles.tree import FileTree
 from dsx.errors import InternalError
@@ -40,6 +42,8 @@ def manifest(recipe: Recipe, deployer: Deployer, options: BundleOptions, files: 
         },
         "components": list(recipe.deployment_order),
     }
+    if options.overrides:
+        doc["overrides"] = options.overrides.to_dict()
     if options.repo_url:
         doc["repository"] = {"url": options.repo_url, "revision": options.revision, "path": options.repo_path}
     if options.created_at is not None:
@@ -51,7 +55,8 @@ def manifest(recipe: Recipe, deployer: Deployer, options: BundleOptions, files: 
 def render(recipe: Recipe, deployer: Deployer, options: BundleOptions | None = None) -> FileTree:
     options = options or BundleOptions()
     components.check_recipe(recipe)
-    tree = RENDERERS[deployer](recipe, options)
+    options = replace(options, recipe_digest=recipe.content_digest())
+    tree = RENDERERS[deployer](overrides.apply(recipe, options.overrides), options)
     reserved = [p for p in tree.files if not layout.is_covered(p) or p in (layout.MANIFEST, layout.RECIPE_COPY)]
     if reserved:
         raise InternalError(f"deployer {deployer.value} wrote reserved paths {reserved}")

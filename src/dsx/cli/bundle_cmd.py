@@ -18,6 +18,7 @@ from dsx.cli import recipe_cmd, signing_cmd
 from dsx.errors import BadInputError, CheckFailedError
 
 if TYPE_CHECKING:
+    from dsx.bundles.overrides import Overrides
     from dsx.model.recipe import Recipe
 
 DEPLOYERS = ("helm", "argocd", "argocd-helm", "flux", "helmfile")
@@ -44,6 +45,27 @@ def lint_gate(recipe: Recipe) -> None:
         raise CheckFailedError(f"lint failed with {len(report.findings)} finding(s); fix the recipe or pass --no-lint")
 
 
+def parse_overrides(
+    set_values: tuple[str, ...],
+    system_selectors: tuple[str, ...],
+    system_tolerations: tuple[str, ...],
+    accelerated_selectors: tuple[str, ...],
+    accelerated_tolerations: tuple[str, ...],
+) -> Overrides:
+    """The override flags as one value; each bad flag is refused naming it and the expected form."""
+    from dsx.bundles import overrides as ov
+
+    return ov.Overrides(
+        set_values=tuple(ov.parse_set(t) for t in set_values),
+        system_selector=tuple(ov.parse_selector(t, "--system-node-selector") for t in system_selectors),
+        system_tolerations=tuple(ov.parse_toleration(t, "--system-node-toleration") for t in system_tolerations),
+        accelerated_selector=tuple(ov.parse_selector(t, "--accelerated-node-selector") for t in accelerated_selectors),
+        accelerated_tolerations=tuple(
+            ov.parse_toleration(t, "--accelerated-node-toleration") for t in accelerated_tolerations
+        ),
+    )
+
+
 @click.command()
 @click.option("--recipe", "recipe_path", metavar="FILE", help="Resolved recipe file, or - for stdin.")
 @recipe_cmd.criteria_options
@@ -64,7 +86,38 @@ def lint_gate(recipe: Recipe) -> None:
 @click.option("--sign", is_flag=True, help="Write attestation/ with --key while building.")
 @click.option("--key", "key_path", type=click.Path(dir_okay=False), help="Private key for --sign.")
 @signing_cmd.passphrase_env_option("Environment variable holding the passphrase of an encrypted --key.")
-@click.option("--no-lint", is_flag=True, help="Skip checking values against the charts.")
+@click.option(
+    "--set",
+    "set_values",
+    multiple=True,
+    metavar="COMPONENT.KEY=VALUE",
+    help="Override one value of a Helm component (repeatable; VALUE read as Helm --set reads it).",
+)
+@click.option(
+    "--system-node-selector", "system_selectors", multiple=True, metavar="KEY=VALUE", help="Selector for system pods."
+)
+@click.option(
+    "--system-node-toleration",
+    "system_tolerations",
+    multiple=True,
+    metavar="KEY[=VALUE][:EFFECT]",
+    help="Toleration for system pods (repeatable).",
+)
+@click.option(
+    "--accelerated-node-selector",
+    "accelerated_selectors",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Selector for pods on GPU nodes.",
+)
+@click.option(
+    "--accelerated-node-toleration",
+    "accelerated_tolerations",
+    multiple=True,
+    metavar="KEY[=VALUE][:EFFECT]",
+    help="Toleration for pods on GPU nodes (repeatable).",
+)
+@click.option("--no-lint", is_flag=True, help="Skip checking values (with overrides) against the charts.")
 def bundle(
     recipe_path: str | None,
     deployer: str,
@@ -75,6 +128,11 @@ def bundle(
     sign: bool,
     key_path: str | None,
     passphrase_env: str,
+    set_values: tuple[str, ...],
+    system_selectors: tuple[str, ...],
+    system_tolerations: tuple[str, ...],
+    accelerated_selectors: tuple[str, ...],
+    accelerated_tolerations: tuple[str, ...],
     no_lint: bool,
     **criteria: Any,
 ) -> None:
@@ -82,13 +140,19 @@ def bundle(
 
     Example: dsx bundle --recipe recipe.yaml --deployer argocd --repo https://git.example.org/ops/gpu.git
     --output bundle --sign --key ops.key
+
+    Overrides: --set gpu-operator.driver.version=580.105.08
+    --accelerated-node-toleration nvidia.com/gpu=present:NoSchedule (see docs/bundles.md)
     """
-    from dsx.bundles import render, tree
+    from dsx.bundles import overrides, render, tree
     from dsx.bundles.options import PLACEHOLDER_REPO_URL, BundleOptions, Deployer
     from dsx.signing import attest
 
     if sign != bool(key_path):
         raise BadInputError("--sign and --key go together: --sign --key KEYFILE")
+    chosen = parse_overrides(
+        set_values, system_selectors, system_tolerations, accelerated_selectors, accelerated_tolerations
+    )
     recipe: Recipe = recipe_cmd.recipe_or_criteria(recipe_path, criteria, required=True)
     if recipe.metadata.digest and not recipe.verify_digest():
         click.echo(
@@ -96,8 +160,9 @@ def bundle(
             "the bundle records the digest of the content",
             err=True,
         )
+    overridden = overrides.apply(recipe, chosen)
     if not no_lint:
-        lint_gate(recipe)
+        lint_gate(overridden)
     signer = signing_cmd.load_signer(key_path, passphrase_env) if key_path else None
     if not repo_url and deployer in (Deployer.ARGOCD, Deployer.ARGOCD_HELM):
         click.echo(
@@ -106,7 +171,11 @@ def bundle(
             err=True,
         )
     options = BundleOptions(
-        repo_url=repo_url, revision=revision, repo_path=repo_path, created_at=source_date(os.environ)
+        repo_url=repo_url,
+        revision=revision,
+        repo_path=repo_path,
+        created_at=source_date(os.environ),
+        overrides=chosen,
     )
     files = render.render(recipe, Deployer(deployer), options)
     if signer is not None:

@@ -5,6 +5,7 @@ recording stand-ins for helm and kubectl)."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from collections.abc import Callable
@@ -23,6 +24,13 @@ RECORDER = """#!/usr/bin/env bash
 {{ flock 9; {{ printf '%s\\0' "$(basename "$0")" "$@"; printf '\\n'; }} >> {log}; }} 9>> {log}.lock
 if [ "$(basename "$0")" = kubectl ] && [ "${{1:-}}" = create ]; then echo 'kind: Namespace'; fi
 if [ "${{!#}}" = - ]; then cat > /dev/null; fi
+# canned answers for the pre-flight and status queries
+case "$(basename "$0") ${{1:-}}" in
+  "helm version") echo v3.17.0 ;;
+  "helm status") echo '{{"name":"r","info":{{"status":"deployed"}}}}' ;;
+  "kubectl version") echo '  gitVersion: v1.33.0' ;;
+  "kubectl config") echo recorded-context ;;
+esac
 """
 
 
@@ -45,7 +53,7 @@ def _run(bundle: FileTree, script: str, tmp_path: Path, *args: str) -> list[list
 
 def test_deploy_installs_in_order_with_pinned_versions(small_recipe: Recipe, tmp_path: Path) -> None:
     calls = _run(render.render(small_recipe, Deployer.HELM), "deploy.sh", tmp_path)
-    helm_calls = [c for c in calls if c[0] == "helm"]
+    helm_calls = [c for c in calls if c[:2] == ["helm", "upgrade"]]
     assert [c[-2] for c in helm_calls] == ["cert-manager", "gpu-operator", "kai-scheduler"]
     gpu = helm_calls[1]
     assert gpu[1:] == [
@@ -73,7 +81,8 @@ def test_undeploy_removes_in_reverse_order(small_recipe: Recipe, tmp_path: Path)
     uninstalled = [c[-1] for c in calls if c[:2] == ["helm", "uninstall"]]
     assert all(c[-2] == "--" for c in calls if c[:2] == ["helm", "uninstall"])
     assert uninstalled == ["kai-scheduler", "gpu-operator", "cert-manager"]
-    assert calls[0][:2] == ["kubectl", "delete"] and "--kustomize" in calls[0]
+    deletes = [c for c in calls if c[:2] == ["kubectl", "delete"]]
+    assert "--kustomize" in deletes[0]
 
 
 @pytest.mark.parametrize(
@@ -115,3 +124,114 @@ def test_scripts_pass_bash_syntax_check(render_bundle: Callable[..., FileTree], 
     tree.write_tree(render_bundle(Deployer.HELM), tmp_path / "b")
     for script in ("deploy.sh", "undeploy.sh"):
         subprocess.run(["bash", "-n", str(tmp_path / "b" / script)], check=True)
+
+
+def test_dry_run_prints_every_command_and_runs_none(small_recipe: Recipe, tmp_path: Path) -> None:
+    bundle = render.render(small_recipe, Deployer.HELM)
+    for script in ("deploy.sh", "undeploy.sh"):
+        assert _run(bundle, script, tmp_path, "--dry-run") == []
+    out = tmp_path / "bundle"
+    shown = subprocess.run(["bash", str(out / "deploy.sh"), "--dry-run"], capture_output=True, text=True, check=True)
+    commands = [line for line in shown.stdout.splitlines() if line.startswith("+ ")]
+    assert "+ kubectl get --raw /readyz" in commands
+    assert sum(c.startswith("+ helm upgrade --install") for c in commands) == 3
+    assert any(c.startswith("+ kubectl apply --filename") and "skyhook" in c for c in commands)
+    assert any(c.startswith("+ kubectl rollout status") for c in commands)
+    removed = subprocess.run(
+        ["bash", str(out / "undeploy.sh"), "--dry-run"], capture_output=True, text=True, check=True
+    )
+    assert sum(c.startswith("+ helm uninstall") for c in removed.stdout.splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--retries", "x"], "--retries takes a whole number"),
+        (["--retries", "$(touch PWNED)"], "--retries takes a whole number"),
+        (["--timeout", "10 minutes"], "--timeout takes a duration"),
+        (["--retries"], "--retries needs a value"),
+        (["--frobnicate"], "unknown argument: --frobnicate"),
+    ],
+)
+def test_bad_arguments_exit_2_before_touching_anything(
+    render_bundle: Callable[..., FileTree], tmp_path: Path, args: list[str], message: str
+) -> None:
+    tree.write_tree(render_bundle(Deployer.HELM), tmp_path / "b")
+    result = subprocess.run(
+        ["bash", str(tmp_path / "b" / "deploy.sh"), *args], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_help_prints_the_usage(render_bundle: Callable[..., FileTree], tmp_path: Path) -> None:
+    tree.write_tree(render_bundle(Deployer.HELM), tmp_path / "b")
+    for script, flag in (("deploy.sh", "--best-effort"), ("undeploy.sh", "--grace DURATION")):
+        result = subprocess.run(["bash", str(tmp_path / "b" / script), "--help"], capture_output=True, text=True)
+        assert result.returncode == 0 and flag in result.stdout and "set -euo" not in result.stdout
+
+
+def test_manifest_custom_resources_wait_for_their_crd_and_unserved_ones_fail_preflight(small_recipe: Recipe) -> None:
+    raw = small_recipe.to_dict()
+    skyhook = next(r for r in raw["componentRefs"] if r["name"] == "skyhook-customizations")
+    skyhook["manifests"]["package.yaml"] = (
+        "apiVersion: skyhook.nvidia.com/v1alpha1\nkind: Skyhook\nmetadata: {name: t}\n"
+    )
+    skyhook["manifests"]["own.yaml"] = (
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "spec: {group: own.example.com, names: {kind: Own}}\n---\n"
+        "apiVersion: own.example.com/v1\nkind: Own\nmetadata: {name: o}\n"
+    )
+    recipe = Recipe.from_dict(raw)
+    script = render.render(recipe, Deployer.HELM).files["deploy.sh"].decode()
+    assert "wait_crd skyhook.nvidia.com Skyhook || return 1" in script
+    assert "wait_crd own.example.com" not in script  # shipped with the component: apply's retries cover it
+    assert "required_crds=()" in script  # gpu-operator, a chart, comes before skyhook and may install it
+    skyhook["dependencyRefs"] = []
+    alone = render.render(Recipe.from_dict(raw), Deployer.HELM).files["deploy.sh"].decode()
+    assert "required_crds=(skyhook.nvidia.com/Skyhook)" in alone
+
+
+FAILING_HELM = """#!/usr/bin/env bash
+case "$1 ${!#}" in
+  "version "*) echo v3.17.0 ;;
+  "status "*) echo '{"info":{"status":"deployed"}}' ;;
+  "upgrade gpu-operator") echo "Error: chart not found" >&2; exit 1 ;;
+esac
+"""
+
+
+def test_best_effort_skips_what_needs_the_failed_component_and_names_both(
+    render_bundle: Callable[..., FileTree], tmp_path: Path
+) -> None:
+    tree.write_tree(render_bundle(Deployer.HELM), tmp_path / "b")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "helm").write_text(FAILING_HELM)
+    (bin_dir / "kubectl").write_text('#!/usr/bin/env bash\n[ "${1:-}" = version ] && echo "  gitVersion: v1.33.0"\n:\n')
+    for tool in ("helm", "kubectl"):
+        (bin_dir / tool).chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp_path)}
+    argv = ["bash", str(tmp_path / "b" / "deploy.sh"), "--retries", "2", "--retry-delay", "0"]
+    stopped = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert stopped.returncode == 1
+    assert "stopping at gpu-operator" in stopped.stderr and "retry 2 of 2" in stopped.stderr
+    assert "[3/5]" not in stopped.stdout
+    best = subprocess.run([*argv, "--best-effort"], env=env, capture_output=True, text=True)
+    assert best.returncode == 1
+    assert "[5/5] jobset" in best.stdout  # needs nothing that failed
+    assert (
+        "failed: gpu-operator kai-scheduler skyhook-customizations "
+        "(not attempted, a dependency failed: kai-scheduler skyhook-customizations)"
+    ) in best.stderr
+
+
+def test_scripts_are_shellcheck_clean(render_bundle: Callable[..., FileTree], tmp_path: Path) -> None:
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck is not on PATH: apt-get install -y shellcheck (.ci/run installs it)"
+    tree.write_tree(render_bundle(Deployer.HELM), tmp_path / "b")
+    result = subprocess.run(
+        [shellcheck, "--severity=style", "deploy.sh", "undeploy.sh"], cwd=tmp_path / "b", capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout
