@@ -1,0 +1,180 @@
+"""Area of concern: hostile kernel-log input never costs a fault. A line the parser raises on is
+stored as an unparsed-line event and its batch is read on (also across a crash and restart);
+each poll reads a bounded slice, so one flooding node cannot hold the thread that serves every
+node; the parser's work grows linearly with a line's length."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from dsx.health import xid
+from dsx.health.inmemory import InMemoryEventStore
+from dsx.health.monitors import kernel_log, source
+from dsx.health.monitors.kernel_log import FileFollower, KernelLogMonitor
+from dsx.model.health import ProcessingStrategy
+
+READ_AT = 1_796_000_000.0
+POISON = "[ 99.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, a line this parser cannot read"
+XID_79 = "[100.000000] NVRM: Xid (PCI:0000:b3:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+
+
+def write(path: Path, *lines: str) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
+
+
+def poison_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parser bug hit by one line: `parse_line` raises for POISON only."""
+    real = xid.parse_line
+
+    def parse_line(line: str, *args: object, **kwargs: object) -> xid.XidRecord | None:
+        if "cannot read" in line:
+            raise ValueError("Exceeds the limit (4300 digits) for integer string conversion")
+        return real(line, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(xid, "parse_line", parse_line)
+
+
+def test_a_line_the_parser_raises_on_is_stored_and_the_xid_79_in_its_batch_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(log, POISON, XID_79)
+    poison_parser(monkeypatch)
+    store = InMemoryEventStore()
+    monitor = KernelLogMonitor("n1", FileFollower(log), state, clock=lambda: READ_AT)
+    assert source.pump(monitor, store) == 2
+    unparsed, fault = (stored.event for stored in store.events())
+    assert (fault.error_codes, fault.is_fatal) == (("79",), True)
+    assert unparsed.check_name == kernel_log.UNPARSED_CHECK
+    assert (unparsed.is_fatal, unparsed.processing_strategy) == (False, ProcessingStrategy.STORE_ONLY)
+    assert unparsed.message == f"unparsed kernel line: {POISON}"
+    assert unparsed.metadata["parser_error"].startswith("ValueError: Exceeds the limit")
+    assert monitor.unparsed == 1
+    monitor.close()
+
+
+def test_after_a_crash_the_replayed_batch_still_stores_the_xid_79(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(log, POISON, XID_79)
+    poison_parser(monkeypatch)
+    first = KernelLogMonitor("n1", FileFollower(log), state, clock=lambda: READ_AT)
+    assert len(first.poll()) == 2
+    first.close()  # killed before the store had the batch
+    assert json.loads(state.read_text())["pending"] is not None
+
+    store = InMemoryEventStore()
+    second = KernelLogMonitor("n1", FileFollower(log), state, clock=lambda: READ_AT + 60)
+    assert source.pump(second, store) == 2
+    codes = [stored.event.error_codes for stored in store.events()]
+    assert codes == [("UNPARSED",), ("79",)]
+    assert json.loads(state.read_text())["pending"] is None
+    second.close()
+
+
+def test_an_unparsed_lines_event_keeps_a_bounded_part_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "kern.log"
+    huge = POISON + " " + "x" * 50_000
+    write(log, huge)
+    poison_parser(monkeypatch)
+    monitor = KernelLogMonitor("n1", FileFollower(log), tmp_path / "state.json", clock=lambda: READ_AT)
+    (event,) = monitor.poll()
+    assert len(event.message) == len("unparsed kernel line: ") + kernel_log.MAX_UNPARSED_CHARS
+    assert (event.metadata["raw_chars"], event.metadata["truncated"]) == (str(len(huge)), "true")
+    monitor.close()
+
+
+def test_a_failed_state_save_reads_the_same_batch_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(log, XID_79)
+    monitor = KernelLogMonitor("n1", FileFollower(log), state, clock=lambda: READ_AT)
+    real_save = kernel_log.StateFile.save
+
+    def full_disk(self: kernel_log.StateFile, state: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(kernel_log.StateFile, "save", full_disk)
+    with pytest.raises(OSError):
+        monitor.poll()
+    monkeypatch.setattr(kernel_log.StateFile, "save", real_save)
+    (event,) = monitor.poll()
+    assert event.error_codes == ("79",)
+    monitor.close()
+
+
+# -- bounded work per poll ---------------------------------------------------------------------------
+
+
+def test_a_flooding_log_is_read_in_bounded_slices_and_says_it_is_behind(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    garbage = "G" * 80_000
+    write(log, *([garbage] * 20), XID_79)
+    monitor = KernelLogMonitor(
+        "a", FileFollower(log), tmp_path / "state.json", batch_bytes=256 * 1024, clock=lambda: READ_AT
+    )
+    slices, found, offset = [], [], 0
+    while True:
+        found += monitor.poll()
+        monitor.commit()
+        position = json.loads((tmp_path / "state.json").read_text())["position"]
+        slices.append(position["offset"] - offset)
+        offset = position["offset"]
+        if not monitor.behind:
+            break
+    # 1.6 MB in slices of 256 KiB, each at most one 64 KiB line past the bound
+    assert 6 <= len(slices) <= 8
+    assert max(slices) <= 256 * 1024 + kernel_log.MAX_LINE_BYTES
+    assert offset == log.stat().st_size
+    assert [event.error_codes for event in found] == [("79",)]
+    monitor.close()
+
+
+def test_the_byte_bound_always_admits_one_line(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "a" * 1000, "b")
+    follower = FileFollower(log)
+    assert [len(line.text) for line in follower.read(100, max_bytes=10)] == [1000]
+    assert [line.text for line in follower.read(100, max_bytes=10)] == ["b"]
+    follower.close()
+
+
+# -- linear parsing ----------------------------------------------------------------------------------
+
+
+def crafted(kilobytes: int) -> dict[str, str]:
+    """Lines built to make a careless pattern backtrack, `kilobytes` KB each."""
+    n = kilobytes * 1000
+    return {
+        "digits after the code": "NVRM: Xid (PCI:0000:01:00): 79" + "9" * n,
+        "NVLink5 message without a link": "NVRM: Xid (PCI:0000:01:00): 145, " + "RLW x " * (n // 6),
+        "repeated markers": "NVRM: Xid (" * (n // 11),
+        "SXid after long words": ("w" * 63 + " ") * (n // 64) + "SXid (PCI:0000:01:00): 12028",
+        "prefix of hosts": "h " * (n // 2) + "kernel: NVRM: Xid (PCI:0000:01:00): 79, pid=1",
+        "pid field": "NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=" + "," * n,
+        "fallen off the bus": "NVRM: " + "GPU " * (n // 4) + "has fallen off the bus.",
+        "multi-line opener": "NVRM: The NVIDIA GPU " + "0000:01:00.0 " * (n // 13),
+    }
+
+
+def _best_of(runs: int, line: str) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        reader = xid.KernelLogReader()
+        started = time.perf_counter()
+        reader.feed(line)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("name", sorted(crafted(1)))
+def test_parsing_grows_linearly_with_the_line(name: str) -> None:
+    """Not a speed test (bench/bench_parsers.py measures that): a 4x longer line must cost about
+    4x, never the 16x of a quadratic pattern. Best of five runs, loose bound."""
+    short, long = crafted(20)[name], crafted(80)[name]
+    assert _best_of(5, long) < 10 * max(_best_of(5, short), 1e-4)
