@@ -5,9 +5,11 @@ node; the parser's work grows linearly with a line's length."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -17,6 +19,7 @@ from dsx.health.monitors import kernel_log, source
 from dsx.health.monitors.kernel_log import FileFollower, KernelLogMonitor
 from dsx.model.health import ProcessingStrategy
 
+REPO = Path(__file__).resolve().parents[3]
 READ_AT = 1_796_000_000.0
 POISON = "[ 99.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, a line this parser cannot read"
 XID_79 = "[100.000000] NVRM: Xid (PCI:0000:b3:00): 79, pid=1234, name=python, GPU has fallen off the bus."
@@ -147,19 +150,16 @@ def test_the_byte_bound_always_admits_one_line(tmp_path: Path) -> None:
 # -- linear parsing ----------------------------------------------------------------------------------
 
 
-def crafted(kilobytes: int) -> dict[str, str]:
-    """Lines built to make a careless pattern backtrack, `kilobytes` KB each."""
-    n = kilobytes * 1000
-    return {
-        "digits after the code": "NVRM: Xid (PCI:0000:01:00): 79" + "9" * n,
-        "NVLink5 message without a link": "NVRM: Xid (PCI:0000:01:00): 145, " + "RLW x " * (n // 6),
-        "repeated markers": "NVRM: Xid (" * (n // 11),
-        "SXid after long words": ("w" * 63 + " ") * (n // 64) + "SXid (PCI:0000:01:00): 12028",
-        "prefix of hosts": "h " * (n // 2) + "kernel: NVRM: Xid (PCI:0000:01:00): 79, pid=1",
-        "pid field": "NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=" + "," * n,
-        "fallen off the bus": "NVRM: " + "GPU " * (n // 4) + "has fallen off the bus.",
-        "multi-line opener": "NVRM: The NVIDIA GPU " + "0000:01:00.0 " * (n // 13),
-    }
+def _bench_module() -> ModuleType:
+    """The crafted lines are the benchmark's (bench/bench_parsers.py), one list for both."""
+    spec = importlib.util.spec_from_file_location("bench_parsers", REPO / "bench" / "bench_parsers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+crafted = _bench_module().crafted_lines
 
 
 def _best_of(runs: int, line: str) -> float:
