@@ -24,8 +24,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -141,7 +143,9 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_json_logging(level: int = logging.INFO) -> None:
-    """Send the dsx loggers to stderr as JSON lines (idempotent)."""
+    """Send the dsx loggers to stderr as JSON lines (idempotent); an exception that escapes a
+    thread or the main program is one such line too (its traceback in the `exception` field),
+    never a raw traceback in the middle of the JSON log."""
     root = logging.getLogger("dsx")
     if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
         return
@@ -150,3 +154,24 @@ def configure_json_logging(level: int = logging.INFO) -> None:
     root.addHandler(handler)
     root.setLevel(level)
     root.propagate = False
+    threading.excepthook = _log_thread_exception
+    sys.excepthook = _log_uncaught
+
+
+_uncaught = logging.getLogger("dsx.uncaught")
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit or args.exc_value is None:
+        return
+    thread = args.thread.name if args.thread is not None else "unknown"
+    _uncaught.error(
+        "uncaught exception in thread %s",
+        thread,
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={"thread_name": thread},
+    )
+
+
+def _log_uncaught(kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
+    _uncaught.critical("uncaught exception", exc_info=(kind, value, trace))

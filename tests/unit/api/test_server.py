@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import logging
 import os
 import select
 import signal
@@ -24,6 +25,7 @@ import pytest
 from dsx.api import app as api_app
 from dsx.api import security, server
 from dsx.controllers import http as sentinel_http
+from dsx.health import ingest
 
 from .conftest import TOKEN
 
@@ -50,7 +52,7 @@ def start(request: pytest.FixtureRequest) -> Iterator[Start]:
             ready=lambda: None,
             metrics=lambda: b"dsx_sentinel_up 1\n",
             status=lambda: {},
-            ingest=lambda body: {"accepted": 0},
+            ingest=lambda body: {"accepted": len(ingest.parse_body(body))},
             authenticator=authenticator,
         )
         running = sentinel_http.SentinelHttpServer(routes, port=0, limits=limits)
@@ -242,6 +244,37 @@ def test_connections_over_the_bound_evict_the_longest_waiting(start: Start) -> N
     finally:
         for sock in silent:
             sock.close()
+
+
+MALFORMED = {
+    "nested 100,000 deep": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    "NaN": (b'{"service": NaN}', "not a finite number"),
+    "duplicate key": (b'{"service": "eks", "service": "gke"}', "appears twice"),
+    "not JSON": (b"{'service': 'eks'}", "not JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_json_bodies_are_400_on_both_servers(
+    request: pytest.FixtureRequest, start: Start, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = start(server.ServerLimits())
+    body, problem = MALFORMED[case]
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(
+            "POST",
+            POST_PATH[request.node.callspec.params["start"]],
+            body=body,
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        )
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        connection.close()
+    assert response.status == 400, answer
+    assert answer["error"]["code"] == "INVALID_REQUEST" and problem in answer["error"]["message"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_one_token_rule_on_both_servers(start: Start) -> None:
