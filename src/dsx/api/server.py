@@ -42,6 +42,7 @@ import queue
 import signal
 import socket
 import socketserver
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -139,10 +140,10 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, HTTPServer):
             self._waiting[id(request)] = request
             self._waiting.move_to_end(id(request))
 
-    def serving(self, request: socket.socket) -> None:
-        """The connection is serving a request (or gone): never evicted."""
+    def serving(self, request: socket.socket) -> bool:
+        """The connection is serving a request (or gone): never evicted. False when it was evicted."""
         with self._waiting_lock:
-            self._waiting.pop(id(request), None)
+            return self._waiting.pop(id(request), None) is not None
 
     def _evict_for_slot(self) -> bool:
         """Close the longest-waiting connection and take its slot; False when none waits."""
@@ -156,8 +157,11 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, HTTPServer):
         return self._slots.acquire(timeout=EVICTION_WAIT_SECONDS)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """One log record with the traceback inside, not socketserver's print to stderr."""
-        log.warning("error serving a connection from %s", client_address[0], exc_info=True)
+        """One log record with the traceback inside, not socketserver's print to stderr; a client
+        that went away (reset, broken pipe, eviction) is routine and logged at debug level."""
+        failure = sys.exc_info()[1]
+        level = logging.DEBUG if isinstance(failure, OSError) else logging.WARNING
+        log.log(level, "error serving a connection from %s", client_address[0], exc_info=True)
 
     def _refuse(self, request: socket.socket) -> None:
         try:
@@ -241,8 +245,10 @@ class HardenedHandler(BaseHTTPRequestHandler):
             return
 
     def parse_request(self) -> bool:
-        self.server.serving(self.connection)
-        parsed = super().parse_request()
+        parsed = super().parse_request()  # reads the headers
+        if parsed and not self.server.serving(self.connection):
+            self.close_connection = True  # evicted while its headers came in: not served
+            return False
         self._reader.deadline = time.monotonic() + self.server.limits.body_timeout_seconds
         declared = self.headers.get("Content-Length", "") if parsed else ""
         self._body_left = int(declared) if declared.isdigit() else 0

@@ -158,6 +158,7 @@ def test_three_hundred_slow_clients_do_not_stop_healthz(start: Start) -> None:
     sender = threading.Thread(target=trickle)
     sender.start()
     try:
+        time.sleep(2.0)  # request lines complete, headers still trickling: these are waiting too
         for _ in range(10):
             began = time.monotonic()
             status, body = get(port, "/healthz", timeout=2)
