@@ -419,20 +419,32 @@ def _skip_rest_of_line(stream: IO[bytes]) -> None:
 
 
 def _journal_line(raw: bytes, number: int) -> LogLine:
+    """One entry; without a cursor it is skipped (reported), an odd time or message is kept as well as it reads."""
     try:
         entry = json.loads(raw)
-        cursor = entry["__CURSOR"]
-        realtime_us = int(entry["__REALTIME_TIMESTAMP"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UnavailableError(f"journalctl output line {number}: not a journal JSON entry ({exc})") from exc
-    message = entry.get("MESSAGE", "")
-    if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
-        message = bytes(message).decode("utf-8", errors="replace")
+        cursor = str(entry["__CURSOR"])
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise UnavailableError(f"journalctl output line {number}: not a journal JSON entry ({exc!r:.200})") from exc
     return LogLine(
-        str(message),
-        {"cursor": cursor},
-        datetime.fromtimestamp(realtime_us / 1_000_000, UTC),
+        _journal_message(entry.get("MESSAGE", "")), {"cursor": cursor}, _journal_time(entry.get("__REALTIME_TIMESTAMP"))
     )
+
+
+def _journal_message(message: object) -> str:
+    if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
+        try:
+            return bytes(message).decode("utf-8", errors="replace")
+        except (ValueError, TypeError):
+            pass
+    return str(message)
+
+
+def _journal_time(realtime_us: object) -> datetime | None:
+    """The entry's time, or None when it is not a readable microsecond count (the line's own prefix decides)."""
+    try:
+        return datetime.fromtimestamp(int(str(realtime_us)[:20]) / 1_000_000, UTC)
+    except (ValueError, TypeError, OverflowError, OSError):
+        return None
 
 
 # -- the monitor ---------------------------------------------------------------------------------
