@@ -73,7 +73,7 @@ UNPARSED_CHECK = "KernelLogUnparsed"
 """A line the parser raised on: stored for the record (and for the fix), never acted on."""
 MAX_LINE_BYTES = 64 * 1024
 """A longer line is cut there; kernel lines are well under 1 KiB."""
-BATCH_BYTES = 1024 * 1024
+BATCH_BYTES = 256 * 1024
 """Bytes one monitor reads per poll at most (past its first line): one node's flood is read in
 slices, between the other nodes' polls."""
 MAX_JOURNAL_ENTRY_BYTES = 1024 * 1024
