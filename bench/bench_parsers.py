@@ -4,6 +4,9 @@ Why it matters: the kernel-log monitor reads every line a node's kernel writes (
 hundreds of thousands of lines; NVSentinel measured 800k repeats of Xid 95 on one node), and the
 certify engine re-reads whole launcher logs. Inputs are the real samples in tests/data, repeated;
 the dmesg mix puts one Xid line among twenty ordinary kernel lines, as real logs are mostly noise.
+Hostile lines: the slowest of several 80 KB lines crafted against careless patterns (long digit
+runs, repeated markers, a long prefix, an NVLink5 message without its link) must parse in under
+0.5 s (issue 14: a quadratic parser took 52 s on one, delaying every node's fault detection).
 Prints the median of several runs. Run with `make bench` or `python bench/bench_parsers.py`.
 """
 
@@ -39,6 +42,34 @@ def _lines_per_second(parse: Callable[[str], object], text: str) -> float:
     return count / statistics.median(samples)
 
 
+HOSTILE_BUDGET_SECONDS = 0.5
+
+
+def crafted_lines(kilobytes: int = 80) -> dict[str, str]:
+    """Kernel-log lines of about `kilobytes` KB built to make a careless pattern backtrack."""
+    n = kilobytes * 1000
+    return {
+        "digits after the code": "NVRM: Xid (PCI:0000:01:00): 79" + "9" * n,
+        "NVLink5 message without a link": "NVRM: Xid (PCI:0000:01:00): 145, " + "RLW x " * (n // 6),
+        "repeated markers": "NVRM: Xid (" * (n // 11),
+        "SXid after long words": ("w" * 63 + " ") * (n // 64) + "SXid (PCI:0000:01:00): 12028",
+        "prefix of hosts": "h " * (n // 2) + "kernel: NVRM: Xid (PCI:0000:01:00): 79, pid=1",
+        "pid field": "NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=" + "," * n,
+        "fallen off the bus": "NVRM: " + "GPU " * (n // 4) + "has fallen off the bus.",
+        "multi-line opener": "NVRM: The NVIDIA GPU " + "0000:01:00.0 " * (n // 13),
+    }
+
+
+def _seconds_per_line(line: str) -> float:
+    samples = []
+    for _ in range(RUNS):
+        reader = xid.KernelLogReader()
+        start = time.perf_counter()
+        reader.feed(line)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
 def _sample(folder: str, name: str) -> str:
     return (DATA / folder / name).read_text(encoding="utf-8")
 
@@ -65,6 +96,13 @@ def main() -> None:
     width = max(len(name) for name, _ in results)
     for name, rate in results:
         print(f"  {name:<{width}}  {rate:>12,.0f} lines/s")
+    hostile = {name: _seconds_per_line(line) for name, line in crafted_lines(80).items()}
+    worst = max(hostile, key=lambda name: hostile[name])
+    verdict = "ok" if hostile[worst] < HOSTILE_BUDGET_SECONDS else "OVER BUDGET"
+    print(
+        f"  xid: slowest 80 KB crafted line ({worst})  {hostile[worst] * 1000:.2f} ms"
+        f"  (budget {HOSTILE_BUDGET_SECONDS * 1000:.0f} ms: {verdict})"
+    )
 
 
 if __name__ == "__main__":

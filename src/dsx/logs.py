@@ -12,7 +12,9 @@ import enum
 import json
 import logging
 import sys
+import threading
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
@@ -57,6 +59,11 @@ def configure(log_format: LogFormat | str = LogFormat.JSON, level: int = logging
     root.addHandler(handler)
     root.setLevel(level)
     root.propagate = False
+    if chosen is LogFormat.JSON:
+        # an exception that escapes a thread or the main program is one JSON line too (its
+        # traceback in the `exception` field), never a raw traceback in the middle of the log
+        threading.excepthook = _log_thread_exception
+        sys.excepthook = _log_uncaught
 
 
 def json_active() -> bool:
@@ -74,9 +81,30 @@ def reset() -> None:
     if ours:
         root.setLevel(logging.NOTSET)
         root.propagate = True
+    threading.excepthook = threading.__excepthook__
+    sys.excepthook = sys.__excepthook__
 
 
 def fatal(error: BaseException, exit_code: int) -> None:
     """The last line of a command that failed, as a JSON record (the CLI prints `dsx: error: …` otherwise)."""
     code = getattr(error, "code", "INTERNAL")
     logging.getLogger("dsx.cli").error("%s", error, extra={"error_code": code, "exit_code": exit_code})
+
+
+_uncaught = logging.getLogger("dsx.uncaught")
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit or args.exc_value is None:
+        return
+    thread = args.thread.name if args.thread is not None else "unknown"
+    _uncaught.error(
+        "uncaught exception in thread %s",
+        thread,
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={"thread_name": thread},
+    )
+
+
+def _log_uncaught(kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
+    _uncaught.critical("uncaught exception", exc_info=(kind, value, trace))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsx import serialization
 from dsx.errors import BadInputError
 
 PROBE_PATHS = frozenset({"/healthz", "/readyz"})
@@ -120,7 +121,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class GuardMiddleware:
-    """ASGI middleware: authentication, rate limit and body size limit, before any routing.
+    """ASGI middleware: authentication, rate limit and body size limit, before any routing; a
+    JSON body is then read once by the one safe loader (`serialization.parse_json`: finite
+    numbers, unique keys, bounded depth), so a NaN, a duplicate key or a body nested 100,000
+    deep is a 400 naming the problem before the framework sees it.
 
     Rejections are JSON bodies in the same shape as every other API error.
     """
@@ -174,7 +178,22 @@ class GuardMiddleware:
             if int(declared) > self.max_body_bytes:
                 await _reject(send, 413, "PAYLOAD_TOO_LARGE", f"request body over {self.max_body_bytes} bytes")
                 return
-        await self.app(scope, self._limited(receive, send), send)
+        limited = self._limited(receive, send)
+        if scope.get("method") in BODY_METHODS and _json_content(headers.get("content-type")):
+            try:
+                body, more = await _read_body(limited)
+            except BodyTooLargeError as exc:
+                await _reject(send, 413, "PAYLOAD_TOO_LARGE", str(exc))
+                return
+            if body:
+                try:
+                    serialization.parse_json(body, source="request body")
+                except BadInputError as exc:
+                    await _reject(send, 400, "INVALID_REQUEST", exc.message)
+                    return
+            await self.app(scope, _replay(body, more, limited), send)
+            return
+        await self.app(scope, limited, send)
 
     def _limited(self, receive: Receive, send: Send) -> Receive:
         """Count streamed (chunked) bodies too; the first byte over the limit ends the request."""
@@ -191,6 +210,41 @@ class GuardMiddleware:
             return message
 
         return wrapped
+
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _json_content(content_type: str | None) -> bool:
+    """A JSON body, or one without a type (which the framework reads as JSON)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return not media or media == "application/json" or media.endswith("+json")
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, bool]:
+    """The whole request body (already bounded by the size limit); False when the client left."""
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(parts), False
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(parts), True
+
+
+def _replay(body: bytes, complete: bool, receive: Receive) -> Receive:
+    """Hand the body read for checking to the application, then the rest of the channel."""
+    delivered = False
+
+    async def replayed() -> Message:
+        nonlocal delivered
+        if not delivered and complete:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
 
 
 class BodyTooLargeError(Exception):

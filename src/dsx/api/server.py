@@ -12,11 +12,16 @@ proxy in front. This server adds, per connection (`ServerLimits`):
 - **body deadline** `body_timeout_seconds`: reading the whole body, and again writing the
   whole response;
 - **idle deadline** `idle_timeout_seconds`: a kept-alive connection waiting for its next request;
-- **bound** `max_connections`: open connections, each served by one thread; one over the bound
-  is answered `503` at once and closed, without a thread;
+- **bound** `max_connections`: open connections, each served by one thread. A connection over
+  the bound takes the slot of the connection that has waited longest for its headers (or, kept
+  alive, for its next request), which is closed: clients that trickle or idle can hold slots
+  only until someone else needs one, so 300 of them never stop `/healthz` answering. When every
+  slot is serving a request, the newcomer is answered `503` at once and closed, without a thread;
 - **body size** `max_body_bytes`: a declared body over it is refused before it is read.
 
-A connection past a deadline is closed. The token rule is `dsx.api.security.needs_token`, the
+A connection past a deadline is closed. An error while serving one connection (a reset, a bug)
+is logged as one record with its traceback inside (`log.warning(..., exc_info=True)`, JSON in the
+sentinel), never printed raw to stderr. The token rule is `dsx.api.security.needs_token`, the
 same on both servers: the probes and the API docs are open, every other path needs a bearer token.
 
 `serve_asgi` runs an ASGI application (the FastAPI app of `dsx serve`): one event loop thread
@@ -28,6 +33,7 @@ and size checks), and responses may stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -36,8 +42,10 @@ import queue
 import signal
 import socket
 import socketserver
+import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -88,6 +96,10 @@ class _DeadlineReader(socket.SocketIO):
         io.RawIOBase.close(self)
 
 
+EVICTION_WAIT_SECONDS = 0.5
+"""How long a newcomer waits for the slot of the connection it evicted (its thread ends at once)."""
+
+
 class HardenedHTTPServer(socketserver.ThreadingMixIn, HTTPServer):
     """A thread per connection, at most `limits.max_connections` of them."""
 
@@ -98,15 +110,20 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, HTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limits: ServerLimits) -> None:
         self.limits = limits
         self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._waiting: OrderedDict[int, socket.socket] = OrderedDict()
+        """Connections waiting for a request's headers (new or kept alive), oldest first: evictable."""
+        self._waiting_lock = threading.Lock()
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+        if not self._slots.acquire(blocking=False) and not self._evict_for_slot():
             self._refuse(request)
             return
+        self.waiting(request)
         try:
             super().process_request(request, client_address)
         except BaseException:
+            self.serving(request)
             self._slots.release()
             raise
 
@@ -114,7 +131,37 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, HTTPServer):
         try:
             super().process_request_thread(request, client_address)  # type: ignore[misc]
         finally:
+            self.serving(request)
             self._slots.release()
+
+    def waiting(self, request: socket.socket) -> None:
+        """The connection waits for a request's headers: it may be evicted for a newcomer."""
+        with self._waiting_lock:
+            self._waiting[id(request)] = request
+            self._waiting.move_to_end(id(request))
+
+    def serving(self, request: socket.socket) -> bool:
+        """The connection is serving a request (or gone): never evicted. False when it was evicted."""
+        with self._waiting_lock:
+            return self._waiting.pop(id(request), None) is not None
+
+    def _evict_for_slot(self) -> bool:
+        """Close the longest-waiting connection and take its slot; False when none waits."""
+        with self._waiting_lock:
+            if not self._waiting:
+                return False
+            _, victim = self._waiting.popitem(last=False)
+        with contextlib.suppress(OSError):
+            victim.shutdown(socket.SHUT_RDWR)  # its thread's read returns at once, and the thread ends
+        log.debug("at the connection bound: closed the connection that waited longest for its request")
+        return self._slots.acquire(timeout=EVICTION_WAIT_SECONDS)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log record with the traceback inside, not socketserver's print to stderr; a client
+        that went away (reset, broken pipe, eviction) is routine and logged at debug level."""
+        failure = sys.exc_info()[1]
+        level = logging.DEBUG if isinstance(failure, OSError) else logging.WARNING
+        log.log(level, "error serving a connection from %s", client_address[0], exc_info=True)
 
     def _refuse(self, request: socket.socket) -> None:
         try:
@@ -179,6 +226,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
             self._reader.deadline = time.monotonic() + limits.header_timeout_seconds
         self._requests += 1
         super().handle_one_request()
+        self.server.waiting(self.connection)
         if self._body_left:
             self.close_connection = True  # an unread body would be parsed as the next request
             self._discard()
@@ -197,7 +245,10 @@ class HardenedHandler(BaseHTTPRequestHandler):
             return
 
     def parse_request(self) -> bool:
-        parsed = super().parse_request()
+        parsed = super().parse_request()  # reads the headers
+        if parsed and not self.server.serving(self.connection):
+            self.close_connection = True  # evicted while its headers came in: not served
+            return False
         self._reader.deadline = time.monotonic() + self.server.limits.body_timeout_seconds
         declared = self.headers.get("Content-Length", "") if parsed else ""
         self._body_left = int(declared) if declared.isdigit() else 0

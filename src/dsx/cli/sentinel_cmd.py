@@ -272,8 +272,10 @@ def run(
         signal.signal(number, lambda *_: done.set())
     sentinel_runtime.start()
     assert sentinel_runtime.http is not None
-    url = f"http://{host}:{sentinel_runtime.http.port}"
-    logging.getLogger("dsx.sentinel").info("serving on %s", url, extra={"url": url})
+    # a record like every other line of the sentinel's log, so the whole log stays JSON
+    logging.getLogger("dsx.sentinel").info(
+        "serving", extra={"url": f"http://{host}:{sentinel_runtime.http.port}", "port": sentinel_runtime.http.port}
+    )
     done.wait()
     if sentinel_runtime.leadership_lost.is_set():
         os._exit(1)  # another replica may act now: stop this one's work mid-step rather than overlap

@@ -41,7 +41,8 @@ def serve(
 
     The server (shared with `dsx sentinel run`) closes a connection whose headers take over
     10 s, whose body or response takes over 30 s, or that idles 30 s between requests, and
-    serves at most 128 connections at once (one more is answered 503).
+    serves at most 128 connections at once: one more takes the slot of the connection waiting
+    longest for its request, and is answered 503 only when all 128 are serving requests.
     """
     import json
     import logging

@@ -76,6 +76,14 @@ class _Handler(server.HardenedHandler):
         if not self.authorized():
             return
         path = self.path.split("?", 1)[0]
+        try:
+            self._get(path)
+        except Exception:  # one record with the traceback inside; the client gets the error envelope
+            log.exception("GET %s failed", path)
+            self.close_connection = True
+            self.send_error_json(HTTPStatus.INTERNAL_SERVER_ERROR, "INTERNAL", "internal error; see the sentinel log")
+
+    def _get(self, path: str) -> None:
         if path == "/healthz":
             self._text(HTTPStatus.OK, "ok\n")
         elif path == "/readyz":

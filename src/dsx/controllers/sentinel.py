@@ -361,8 +361,12 @@ class SentinelRuntime:
 
         return loop
 
-    def _pump_kernel_logs(self) -> int:
+    def _pump_kernel_logs(self) -> bool:
+        """One round over every node's log, each read a bounded slice (`KernelLogMonitor` batch
+        bounds), so a node flooding its log delays the others by one slice per round at most.
+        True when there is more to do at once (events were stored, or a log has more waiting)."""
         created = 0
+        behind = False
         for monitor in self.kernel_monitors:
             try:
                 created += monitor_source.pump(monitor, self.store)
@@ -370,10 +374,11 @@ class SentinelRuntime:
                 self.loops.failed(f"kernel-log {monitor.node_name}", exc)
             else:
                 self.loops.ok(f"kernel-log {monitor.node_name}")
+                behind = behind or monitor.behind
         if created:
             self.telemetry.events_ingested.labels("kernel-log").inc(created)
             self.waker.poke()
-        return created
+        return bool(created) or behind
 
     def _watch_nodes(self) -> None:
         watch = self.client.watch_nodes(self.policy.gpu_node_selector)

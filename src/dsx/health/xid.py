@@ -779,7 +779,10 @@ def _multi_line(item: object, source: str, where: str) -> MultiLineMessage:
 
 _PCI = r"(?:PCI:)?(?P<pci>[^)]{0,64})"
 _XID = re.compile(r"NVRM: Xid \(" + _PCI + r"\): (?P<code>\d{1,9})(?!\d)(?:, ?(?P<rest>.*))?")
-_SXID = re.compile(r"(?:(?P<device>[\w-]{1,64}): )?SXid \(" + _PCI + r"\): (?P<code>\d{1,9})(?!\d)(?:, ?(?P<rest>.*))?")
+_SXID = re.compile(r"SXid \(" + _PCI + r"\): (?P<code>\d{1,9})(?!\d)(?:, ?(?P<rest>.*))?")
+_SXID_DEVICE = re.compile(r"(?P<device>[\w-]{1,64}): $")
+"""Searched only in the 66 characters before `SXid (`: a device name tried at every position of a
+long line costs 64 steps a character (0.1 s on an 80 KB line of digits)."""
 _BANNER = re.compile(
     r"NVRM: loading NVIDIA UNIX [^\n]{0,80}?Kernel Module(?: for [\w-]{1,32})?\s{1,8}"
     r"(?P<version>\d{1,4}\.\d{1,4}(?:\.\d{1,4})?)(?!\d)"
@@ -1006,12 +1009,17 @@ def parse_line(
     xid_catalog = xid_catalog or default_catalog()
     family = Family.XID
     match = _XID.search(line)
-    if match is None:
+    device: re.Match[str] | None = None
+    if match is None and "SXid" in line:
         match = _SXID.search(line)
         family = Family.SXID
+        if match is not None:
+            device = _SXID_DEVICE.search(line, max(0, match.start() - 66), match.start())
     if match is None:
         return _lost_gpu_line(line, line_number, xid_catalog) if "NVRM" in line else None
     fields = match.groupdict()
+    fields["device"] = device.group("device") if device else None
+    start = device.start() if device else match.start()
     code = int(fields["code"])
     rest = (fields.get("rest") or "").strip()
     pid = name = None
@@ -1046,7 +1054,7 @@ def parse_line(
         primary_code=int(caused_by.group(1)) if caused_by else None,
         nvlink=link,
         raw=line,
-        **_read_prefix(line[: match.start()]),
+        **_read_prefix(line[:start]),
     )
 
 

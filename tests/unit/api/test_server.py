@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import logging
 import os
 import select
 import signal
@@ -24,6 +25,7 @@ import pytest
 from dsx.api import app as api_app
 from dsx.api import security, server
 from dsx.controllers import http as sentinel_http
+from dsx.health import ingest
 
 from .conftest import TOKEN
 
@@ -50,7 +52,7 @@ def start(request: pytest.FixtureRequest) -> Iterator[Start]:
             ready=lambda: None,
             metrics=lambda: b"dsx_sentinel_up 1\n",
             status=lambda: {},
-            ingest=lambda body: {"accepted": 0},
+            ingest=lambda body: {"accepted": len(ingest.parse_body(body))},
             authenticator=authenticator,
         )
         running = sentinel_http.SentinelHttpServer(routes, port=0, limits=limits)
@@ -136,6 +138,64 @@ def test_fifty_clients_trickling_headers_do_not_stop_healthz(start: Start) -> No
             sock.close()
 
 
+def test_three_hundred_slow_clients_do_not_stop_healthz(start: Start) -> None:
+    """More slow clients than the 128-connection bound: a newcomer takes the slot of the one that
+    waited longest for its headers, so the probe is served, not refused."""
+    port = start(server.ServerLimits())
+    slow = [connect(port) for _ in range(300)]
+    request = b"GET /healthz HTTP/1.1\r\nHost: dsx\r\nX-Slow: " + b"z" * 200
+    stop = threading.Event()
+
+    def trickle() -> None:
+        position = 0
+        while not stop.is_set() and position < len(request):
+            for sock in slow:
+                with contextlib.suppress(OSError):
+                    sock.sendall(request[position : position + 1])
+            position += 1
+            stop.wait(0.05)
+
+    sender = threading.Thread(target=trickle)
+    sender.start()
+    try:
+        time.sleep(2.0)  # request lines complete, headers still trickling: these are waiting too
+        for _ in range(10):
+            began = time.monotonic()
+            status, body = get(port, "/healthz", timeout=2)
+            assert (status, body.strip()) == (200, b"ok")
+            assert time.monotonic() - began < 2.0
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        sender.join()
+        for sock in slow:
+            sock.close()
+
+
+def test_connections_serving_requests_are_never_evicted(start: Start) -> None:
+    """Only waiting connections give up their slot: with every slot busy in a request (a body
+    being sent), a newcomer is refused with 503 and the busy ones finish."""
+    port = start(server.ServerLimits(max_connections=3))
+    path = "/v1/events" if start.__name__ == "sentinel" else "/v1/recipe"
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: dsx\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+    ).encode()
+    busy = [connect(port) for _ in range(3)]
+    try:
+        for sock in busy:
+            sock.sendall(head)  # headers read: serving, waiting for the body
+        time.sleep(0.3)
+        status, body = get(port, "/healthz")
+        assert status == 503 and json.loads(body)["error"]["code"] == "UNAVAILABLE"
+        for sock in busy:
+            sock.sendall(b"{}")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 ")
+    finally:
+        for sock in busy:
+            sock.close()
+
+
 def test_trickled_headers_are_cut_at_the_header_deadline(start: Start) -> None:
     port = start(server.ServerLimits(header_timeout_seconds=1.0))
     with connect(port) as sock:
@@ -172,20 +232,50 @@ def test_an_idle_kept_alive_connection_is_closed(start: Start) -> None:
         assert 0.8 <= time.monotonic() - began <= 4.0
 
 
-def test_connections_over_the_bound_get_503_at_once_and_the_server_recovers(start: Start) -> None:
-    port = start(server.ServerLimits(max_connections=4, header_timeout_seconds=1.0))
+def test_connections_over_the_bound_evict_the_longest_waiting(start: Start) -> None:
+    port = start(server.ServerLimits(max_connections=4, header_timeout_seconds=30.0))
     silent = [connect(port) for _ in range(4)]
     try:
-        time.sleep(0.3)  # accepted: each holds a slot
+        time.sleep(0.3)  # accepted: each holds a slot, waiting for headers
         began = time.monotonic()
-        status, body = get(port, "/healthz")
-        assert status == 503 and json.loads(body)["error"]["code"] == "UNAVAILABLE"
-        assert time.monotonic() - began < 1.0
-        time.sleep(1.5)  # the silent ones missed their header deadline
         assert get(port, "/healthz")[0] == 200
+        assert time.monotonic() - began < 1.0
+        silent[0].settimeout(2)
+        assert silent[0].recv(65536) == b""  # the oldest gave up its slot
     finally:
         for sock in silent:
             sock.close()
+
+
+MALFORMED = {
+    "nested 100,000 deep": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    "NaN": (b'{"service": NaN}', "not a finite number"),
+    "duplicate key": (b'{"service": "eks", "service": "gke"}', "appears twice"),
+    "not JSON": (b"{'service': 'eks'}", "not JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_json_bodies_are_400_on_both_servers(
+    request: pytest.FixtureRequest, start: Start, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = start(server.ServerLimits())
+    body, problem = MALFORMED[case]
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(
+            "POST",
+            POST_PATH[request.node.callspec.params["start"]],
+            body=body,
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        )
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        connection.close()
+    assert response.status == 400, answer
+    assert answer["error"]["code"] == "INVALID_REQUEST" and problem in answer["error"]["message"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_one_token_rule_on_both_servers(start: Start) -> None:

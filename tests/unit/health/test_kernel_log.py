@@ -247,7 +247,7 @@ def test_a_journal_message_holding_the_whole_multi_line_printk_is_one_event(tmp_
 
         def seek(self, position: object) -> None: ...
 
-        def read(self, max_lines: int) -> list[kernel_log.LogLine]:
+        def read(self, max_lines: int, max_bytes: int = kernel_log.BATCH_BYTES) -> list[kernel_log.LogLine]:
             lines, self.lines = self.lines, []
             return lines
 

@@ -21,6 +21,15 @@ Here:
   were read, so after a crash the same lines produce the same events (same idempotency keys):
   a restart neither loses nor repeats a line.
 
+Hostile or odd input never costs a fault on the same node or another one:
+
+- a line the parser raises on (a parser bug, whatever the text) becomes a stored *unparsed
+  kernel line* event (`KernelLogUnparsed`, store-only, the raw text cut to `MAX_UNPARSED_CHARS`)
+  and the rest of its batch is read as usual: one line never takes its batch with it;
+- each poll reads at most `batch_lines` lines and about `batch_bytes` bytes, so one node writing
+  80 KB garbage lines takes a bounded share of the one thread that serves every node (the
+  sentinel polls its monitors round-robin, `behind` says a source has more to read).
+
 Parsing and verdicts come from `dsx.health.xid` (the catalog kept as data). One
 `xid.KernelLogReader` per monitor joins the multi-line "fallen off the bus" message and takes the
 driver version (which IntrInfo layout NVLink5 Xids use) from the NVRM banner, else from the
@@ -43,12 +52,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import IO, Any, BinaryIO, Protocol
 
 from dsx import atomic
 from dsx.errors import BadInputError, UnavailableError
 from dsx.health import ingest, xid
-from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent
+from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, ProcessingStrategy
 
 log = logging.getLogger("dsx.sentinel.monitor")
 
@@ -60,8 +69,17 @@ GPU_LOST_CHECK = "KernelLogGpuLost"
 CHECKS = {xid.Family.XID: XID_CHECK, xid.Family.SXID: SXID_CHECK, xid.Family.NVRM: GPU_LOST_CHECK}
 STATE_VERSION = 1
 COMPRESSED = (".gz", ".xz", ".bz2", ".zst")
+UNPARSED_CHECK = "KernelLogUnparsed"
+"""A line the parser raised on: stored for the record (and for the fix), never acted on."""
 MAX_LINE_BYTES = 64 * 1024
 """A longer line is cut there; kernel lines are well under 1 KiB."""
+BATCH_BYTES = 256 * 1024
+"""Bytes one monitor reads per poll at most (past its first line): one node's flood is read in
+slices, between the other nodes' polls."""
+MAX_JOURNAL_ENTRY_BYTES = 1024 * 1024
+"""journalctl's JSON for one entry, at most (journald keeps messages under 48 KiB, escaped maybe 6x that)."""
+MAX_UNPARSED_CHARS = 4096
+"""How much of an unparsed line its event keeps."""
 
 Position = Mapping[str, Any]
 """Where reading resumes, JSON-ready and opaque to the monitor (file: inode/offset/hash; journal: cursor)."""
@@ -84,7 +102,9 @@ class LineReader(Protocol):
         """Continue after `position` (None: from the reader's starting point)."""
         ...
 
-    def read(self, max_lines: int) -> list[LogLine]: ...
+    def read(self, max_lines: int, max_bytes: int = BATCH_BYTES) -> list[LogLine]:
+        """Up to `max_lines` lines, stopping once `max_bytes` were read (always at least one line)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -203,27 +223,29 @@ class FileFollower:
         return chosen
 
     # reading
-    def read(self, max_lines: int) -> list[LogLine]:
+    def read(self, max_lines: int, max_bytes: int = BATCH_BYTES) -> list[LogLine]:
         if self._open is None:
             self._start_fresh(at_end=False)  # the file appeared after we started: all of it is new
             if self._open is None:
                 return []
-        lines = self._read_lines(self._open, max_lines)
+        lines = self._read_lines(self._open, max_lines, max_bytes)
         if lines:
             return lines
         switched = self._switch_if_rotated()
-        return self._read_lines(self._open, max_lines) if switched and self._open else []
+        return self._read_lines(self._open, max_lines, max_bytes) if switched and self._open else []
 
-    def _read_lines(self, opened: _Open, max_lines: int) -> list[LogLine]:
+    def _read_lines(self, opened: _Open, max_lines: int, max_bytes: int) -> list[LogLine]:
         lines: list[LogLine] = []
         opened.handle.seek(opened.offset)
-        while len(lines) < max_lines:
+        budget = max_bytes
+        while len(lines) < max_lines and budget > 0:
             raw = opened.handle.readline(MAX_LINE_BYTES)
             if not raw:
                 break
             if not raw.endswith(b"\n") and len(raw) < MAX_LINE_BYTES and not self._is_final(opened):
                 break  # a line still being written: wait for its newline
             opened.offset += len(raw)
+            budget -= len(raw)
             opened.last_hash, opened.last_length = _hash(raw), len(raw)
             lines.append(LogLine(raw.rstrip(b"\r\n").decode("utf-8", errors="replace"), self._position(opened)))
         return lines
@@ -324,18 +346,18 @@ class JournalReader:
         self._cursor = None if position is None else str(position["cursor"])
         self._placed = position is not None or not self._from_end
 
-    def read(self, max_lines: int) -> list[LogLine]:
+    def read(self, max_lines: int, max_bytes: int = BATCH_BYTES) -> list[LogLine]:
         if not self._placed:
             newest = self._run(self.newest_arguments(), 1)
             self._cursor = str(newest[-1].position["cursor"]) if newest else None  # an empty boot: all is new
             self._placed = True
-        lines = self._run(self.arguments(), max_lines)
+        lines = self._run(self.arguments(), max_lines, max_bytes)
         if lines:
             self._cursor = str(lines[-1].position["cursor"])
         return lines
 
-    def _run(self, arguments: list[str], max_lines: int) -> list[LogLine]:
-        """Up to `max_lines` entries of journalctl's output; journalctl is stopped once that many were read."""
+    def _run(self, arguments: list[str], max_lines: int, max_bytes: int = BATCH_BYTES) -> list[LogLine]:
+        """Up to `max_lines` entries (about `max_bytes` of output) of journalctl's; journalctl is stopped there."""
         try:
             process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
@@ -352,18 +374,22 @@ class JournalReader:
         try:
             assert process.stdout is not None and process.stderr is not None
             number = 0
-            while len(lines) < max_lines:
-                raw = process.stdout.readline()
+            budget = max_bytes
+            while len(lines) < max_lines and budget > 0:
+                raw = process.stdout.readline(MAX_JOURNAL_ENTRY_BYTES)
                 if not raw:
                     break
                 number += 1
+                budget -= len(raw)
+                if not raw.endswith(b"\n") and len(raw) >= MAX_JOURNAL_ENTRY_BYTES:
+                    _skip_rest_of_line(process.stdout)
                 if not raw.strip():
                     continue
                 try:
                     lines.append(_journal_line(raw, number))
                 except UnavailableError as exc:  # one bad entry must not stop the cursor: skip it, say so
                     log.warning("%s; skipped", exc, extra={"line": raw[:500].decode(errors="replace")})
-            cut_short = len(lines) >= max_lines and process.poll() is None
+            cut_short = (len(lines) >= max_lines or budget <= 0) and process.poll() is None
             if cut_short:
                 process.kill()
             process.stdout.close()
@@ -384,21 +410,41 @@ class JournalReader:
         """Each read is its own process; nothing stays open."""
 
 
+def _skip_rest_of_line(stream: IO[bytes]) -> None:
+    """Drop an over-long entry's remainder without holding it (its start fails as JSON and is reported)."""
+    while True:
+        chunk = stream.readline(MAX_JOURNAL_ENTRY_BYTES)
+        if not chunk or chunk.endswith(b"\n"):
+            return
+
+
 def _journal_line(raw: bytes, number: int) -> LogLine:
+    """One entry; without a cursor it is skipped (reported), an odd time or message is kept as well as it reads."""
     try:
         entry = json.loads(raw)
-        cursor = entry["__CURSOR"]
-        realtime_us = int(entry["__REALTIME_TIMESTAMP"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UnavailableError(f"journalctl output line {number}: not a journal JSON entry ({exc})") from exc
-    message = entry.get("MESSAGE", "")
-    if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
-        message = bytes(message).decode("utf-8", errors="replace")
+        cursor = str(entry["__CURSOR"])
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise UnavailableError(f"journalctl output line {number}: not a journal JSON entry ({exc!r:.200})") from exc
     return LogLine(
-        str(message),
-        {"cursor": cursor},
-        datetime.fromtimestamp(realtime_us / 1_000_000, UTC),
+        _journal_message(entry.get("MESSAGE", "")), {"cursor": cursor}, _journal_time(entry.get("__REALTIME_TIMESTAMP"))
     )
+
+
+def _journal_message(message: object) -> str:
+    if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
+        try:
+            return bytes(message).decode("utf-8", errors="replace")
+        except (ValueError, TypeError):
+            pass
+    return str(message)
+
+
+def _journal_time(realtime_us: object) -> datetime | None:
+    """The entry's time, or None when it is not a readable microsecond count (the line's own prefix decides)."""
+    try:
+        return datetime.fromtimestamp(int(str(realtime_us)[:20]) / 1_000_000, UTC)
+    except (ValueError, TypeError, OverflowError, OSError):
+        return None
 
 
 # -- the monitor ---------------------------------------------------------------------------------
@@ -443,6 +489,7 @@ class KernelLogMonitor:
         driver: xid.DriverVersion | None = None,
         dedup_window_seconds: float = 300.0,
         batch_lines: int = ingest.MAX_EVENTS_PER_REQUEST,
+        batch_bytes: int = BATCH_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.node_name = node_name
@@ -451,7 +498,12 @@ class KernelLogMonitor:
         self._lines = xid.KernelLogReader(xid_catalog, driver)
         self._dedup = xid.BurstDeduplicator(dedup_window_seconds)
         self._batch_lines = batch_lines
+        self._batch_bytes = batch_bytes
         self._clock = clock
+        self.behind = False
+        """True when the last poll stopped at its line or byte bound: more is waiting to be read."""
+        self.unparsed = 0
+        """Lines the parser raised on since start (each stored as an unparsed kernel line)."""
         self._state = self._state_file.load()
         try:
             self._lines.restore(self._state.get("reader"))
@@ -471,7 +523,10 @@ class KernelLogMonitor:
         if self._uncommitted is not None:
             return self._uncommitted
         pending = self._state["pending"]
-        lines = self._reader.read(self._batch_lines)
+        lines = self._reader.read(self._batch_lines, self._batch_bytes)
+        # a false "behind" costs one empty poll; a missed one, a poll interval of the backlog
+        read_chars = sum(len(line.text) + 1 for line in lines)
+        self.behind = len(lines) >= self._batch_lines or read_chars * 2 >= self._batch_bytes
         if pending is not None:
             # after a crash: replay exactly the batch that was read before, with its read time
             cut = next((i + 1 for i, line in enumerate(lines) if dict(line.position) == pending["until"]), None)
@@ -484,9 +539,14 @@ class KernelLogMonitor:
         if not lines:
             self._uncommitted = []
             return []
-        self._state = {**self._state, "pending": {"until": dict(lines[-1].position), "read_at": read_at}}
-        self._state_file.save(self._state)
-        events = [event for line in lines if (event := self._event(line, read_at)) is not None]
+        try:
+            self._state = {**self._state, "pending": {"until": dict(lines[-1].position), "read_at": read_at}}
+            self._state_file.save(self._state)
+            events = [event for line in lines if (event := self._contained(line, read_at)) is not None]
+        except BaseException:
+            # not even pending could be recorded: read the batch again next time, from the committed position
+            self._reader.seek(self._state["position"])
+            raise
         self._uncommitted = events
         return events
 
@@ -505,6 +565,41 @@ class KernelLogMonitor:
 
     def close(self) -> None:
         self._reader.close()
+
+    def _contained(self, line: LogLine, read_at: float) -> HealthEvent | None:
+        """The line's event; a line the parser raises on is kept as an unparsed-line event instead."""
+        try:
+            return self._event(line, read_at)
+        except Exception as exc:  # a parser bug costs this line's reading, never its batch
+            self.unparsed += 1
+            log.warning(
+                "kernel-log line not parsed; stored as an unparsed kernel line",
+                exc_info=True,
+                extra={"node": self.node_name, "source": self._reader.source, "line": line.text[:500]},
+            )
+            return self._unparsed(line, read_at, exc)
+
+    def _unparsed(self, line: LogLine, read_at: float, error: Exception) -> HealthEvent:
+        text = line.text[:MAX_UNPARSED_CHARS]
+        return HealthEvent(
+            agent=AGENT,
+            component_class=ComponentClass.NODE,
+            check_name=UNPARSED_CHECK,
+            node_name=self.node_name,
+            generated_at=line.timestamp or datetime.fromtimestamp(read_at, UTC),
+            is_fatal=False,
+            is_healthy=False,
+            message=f"unparsed kernel line: {text}",
+            error_codes=("UNPARSED",),
+            metadata={
+                "source": self._reader.source,
+                "position": json.dumps(dict(line.position), sort_keys=True),
+                "raw_chars": str(len(line.text)),
+                "truncated": "true" if len(line.text) > MAX_UNPARSED_CHARS else "false",
+                "parser_error": f"{type(error).__name__}: {str(error)[:200]}",
+            },
+            processing_strategy=ProcessingStrategy.STORE_ONLY,
+        )
 
     def _event(self, line: LogLine, read_at: float) -> HealthEvent | None:
         record = None

@@ -172,3 +172,48 @@ def test_one_merge_patch_per_change_guarded_by_resource_version() -> None:
         "unschedulable": None,
         "taints": [{"key": "other.io/x", "effect": "NoSchedule"}],
     }
+
+
+def test_errors_are_json_records_never_raw_tracebacks(capfd: pytest.CaptureFixture[str]) -> None:
+    """A failing route answers 500 in the error envelope; the failure, a connection error and an
+    exception escaping a thread are each one JSON log line with the traceback inside."""
+    import socket
+    import threading
+
+    root = logging.getLogger("dsx")
+    saved = (root.handlers[:], root.level, root.propagate, threading.excepthook)
+    root.handlers = []
+    try:
+        logs.configure("json")
+
+        def broken() -> dict[str, Any]:
+            raise RuntimeError("status is broken")
+
+        routes = http.Routes(
+            ready=lambda: None,
+            metrics=lambda: b"",
+            status=broken,
+            ingest=lambda body: {},
+            authenticator=security.TokenAuthenticator(frozenset({security._digest(TOKEN)})),
+        )
+        running = http.SentinelHttpServer(routes, port=0)
+        running.start()
+        try:
+            status, body = call(f"http://127.0.0.1:{running.port}/v1/status")
+            assert status == 500 and json.loads(body)["error"]["code"] == "INTERNAL"
+            with socket.create_connection(("127.0.0.1", running.port)) as sock:  # reset mid-request
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            thread = threading.Thread(target=lambda: 1 / 0, name="doomed")
+            thread.start()
+            thread.join()
+        finally:
+            running.stop()
+    finally:
+        root.handlers, root.level, root.propagate, threading.excepthook = saved
+    err = capfd.readouterr().err
+    records = [json.loads(line) for line in err.splitlines() if line.strip()]  # every line is JSON
+    failed = next(r for r in records if r["message"] == "GET /v1/status failed")
+    assert "RuntimeError: status is broken" in failed["exception"]
+    doomed = next(r for r in records if r["message"] == "uncaught exception in thread doomed")
+    assert "ZeroDivisionError" in doomed["exception"]

@@ -1,0 +1,204 @@
+"""Area of concern: hostile kernel-log input never costs a fault. A line the parser raises on is
+stored as an unparsed-line event and its batch is read on (also across a crash and restart);
+each poll reads a bounded slice, so one flooding node cannot hold the thread that serves every
+node; the parser's work grows linearly with a line's length."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from dsx.errors import UnavailableError
+from dsx.health import xid
+from dsx.health.inmemory import InMemoryEventStore
+from dsx.health.monitors import kernel_log, source
+from dsx.health.monitors.kernel_log import FileFollower, KernelLogMonitor
+from dsx.model.health import ProcessingStrategy
+
+REPO = Path(__file__).resolve().parents[3]
+READ_AT = 1_796_000_000.0
+POISON = "[ 99.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, a line this parser cannot read"
+XID_79 = "[100.000000] NVRM: Xid (PCI:0000:b3:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+
+
+def write(path: Path, *lines: str) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
+
+
+def poison_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parser bug hit by one line: `parse_line` raises for POISON only."""
+    real = xid.parse_line
+
+    def parse_line(line: str, *args: object, **kwargs: object) -> xid.XidRecord | None:
+        if "cannot read" in line:
+            raise ValueError("Exceeds the limit (4300 digits) for integer string conversion")
+        return real(line, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(xid, "parse_line", parse_line)
+
+
+def test_a_line_the_parser_raises_on_is_stored_and_the_xid_79_in_its_batch_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(log, POISON, XID_79)
+    poison_parser(monkeypatch)
+    store = InMemoryEventStore()
+    monitor = KernelLogMonitor("n1", FileFollower(log), state, clock=lambda: READ_AT)
+    assert source.pump(monitor, store) == 2
+    unparsed, fault = (stored.event for stored in store.events())
+    assert (fault.error_codes, fault.is_fatal) == (("79",), True)
+    assert unparsed.check_name == kernel_log.UNPARSED_CHECK
+    assert (unparsed.is_fatal, unparsed.processing_strategy) == (False, ProcessingStrategy.STORE_ONLY)
+    assert unparsed.message == f"unparsed kernel line: {POISON}"
+    assert unparsed.metadata["parser_error"].startswith("ValueError: Exceeds the limit")
+    assert monitor.unparsed == 1
+    monitor.close()
+
+
+def test_after_a_crash_the_replayed_batch_still_stores_the_xid_79(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(log, POISON, XID_79)
+    poison_parser(monkeypatch)
+    first = KernelLogMonitor("n1", FileFollower(log), state, clock=lambda: READ_AT)
+    assert len(first.poll()) == 2
+    first.close()  # killed before the store had the batch
+    assert json.loads(state.read_text())["pending"] is not None
+
+    store = InMemoryEventStore()
+    second = KernelLogMonitor("n1", FileFollower(log), state, clock=lambda: READ_AT + 60)
+    assert source.pump(second, store) == 2
+    codes = [stored.event.error_codes for stored in store.events()]
+    assert codes == [("UNPARSED",), ("79",)]
+    assert json.loads(state.read_text())["pending"] is None
+    second.close()
+
+
+def test_an_unparsed_lines_event_keeps_a_bounded_part_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "kern.log"
+    huge = POISON + " " + "x" * 50_000
+    write(log, huge)
+    poison_parser(monkeypatch)
+    monitor = KernelLogMonitor("n1", FileFollower(log), tmp_path / "state.json", clock=lambda: READ_AT)
+    (event,) = monitor.poll()
+    assert len(event.message) == len("unparsed kernel line: ") + kernel_log.MAX_UNPARSED_CHARS
+    assert (event.metadata["raw_chars"], event.metadata["truncated"]) == (str(len(huge)), "true")
+    monitor.close()
+
+
+def test_a_failed_state_save_reads_the_same_batch_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log, state = tmp_path / "kern.log", tmp_path / "state.json"
+    write(log, XID_79)
+    monitor = KernelLogMonitor("n1", FileFollower(log), state, clock=lambda: READ_AT)
+    real_save = kernel_log.StateFile.save
+
+    def full_disk(self: kernel_log.StateFile, state: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(kernel_log.StateFile, "save", full_disk)
+    with pytest.raises(OSError):
+        monitor.poll()
+    monkeypatch.setattr(kernel_log.StateFile, "save", real_save)
+    (event,) = monitor.poll()
+    assert event.error_codes == ("79",)
+    monitor.close()
+
+
+# -- bounded work per poll ---------------------------------------------------------------------------
+
+
+def test_a_flooding_log_is_read_in_bounded_slices_and_says_it_is_behind(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    garbage = "G" * 80_000
+    write(log, *([garbage] * 20), XID_79)
+    monitor = KernelLogMonitor(
+        "a", FileFollower(log), tmp_path / "state.json", batch_bytes=256 * 1024, clock=lambda: READ_AT
+    )
+    slices, found, offset = [], [], 0
+    while True:
+        found += monitor.poll()
+        monitor.commit()
+        position = json.loads((tmp_path / "state.json").read_text())["position"]
+        slices.append(position["offset"] - offset)
+        offset = position["offset"]
+        if not monitor.behind:
+            break
+    # 1.6 MB in slices of 256 KiB, each at most one 64 KiB line past the bound
+    assert 6 <= len(slices) <= 8
+    assert max(slices) <= 256 * 1024 + kernel_log.MAX_LINE_BYTES
+    assert offset == log.stat().st_size
+    assert [event.error_codes for event in found] == [("79",)]
+    monitor.close()
+
+
+def test_the_byte_bound_always_admits_one_line(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    write(log, "a" * 1000, "b")
+    follower = FileFollower(log)
+    assert [len(line.text) for line in follower.read(100, max_bytes=10)] == [1000]
+    assert [line.text for line in follower.read(100, max_bytes=10)] == ["b"]
+    follower.close()
+
+
+# -- linear parsing ----------------------------------------------------------------------------------
+
+
+def _bench_module() -> ModuleType:
+    """The crafted lines are the benchmark's (bench/bench_parsers.py), one list for both."""
+    spec = importlib.util.spec_from_file_location("bench_parsers", REPO / "bench" / "bench_parsers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+crafted = _bench_module().crafted_lines
+
+
+def _seconds(line: str) -> float:
+    reader = xid.KernelLogReader()
+    started = time.perf_counter()
+    reader.feed(line)
+    return time.perf_counter() - started
+
+
+def _growth(short: str, long: str, runs: int = 5) -> float:
+    """Best long time over best short time, the two measured in turns (load hits both alike)."""
+    shorts, longs = [], []
+    for _ in range(runs):
+        shorts.append(_seconds(short))
+        longs.append(_seconds(long))
+    return min(longs) / max(min(shorts), 1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(crafted(1)))
+def test_parsing_grows_linearly_with_the_line(name: str) -> None:
+    """Not a speed test (bench/bench_parsers.py measures that): a 4x longer line costs about 4x,
+    never the 16x of a quadratic pattern. A busy machine only makes the ratio look worse, so
+    any of three measurements under 10x passes; a quadratic parser is over 10x in all of them."""
+    short, long = crafted(20)[name], crafted(80)[name]
+    ratios = []
+    for _ in range(3):
+        ratios.append(_growth(short, long))
+        if ratios[-1] < 10:
+            break
+    assert min(ratios) < 10, ratios
+
+
+def test_odd_journal_entries_are_kept_or_skipped_never_fatal() -> None:
+    """An absurd time or byte array keeps the entry (time from the line, bytes as text); an entry
+    nested past the JSON reader's depth has no readable cursor and is skipped, reported."""
+    odd = json.dumps({"__CURSOR": "c1", "__REALTIME_TIMESTAMP": "9" * 5000, "MESSAGE": [300, 65]}).encode()
+    line = kernel_log._journal_line(odd, 1)
+    assert (line.position, line.timestamp, line.text) == ({"cursor": "c1"}, None, "[300, 65]")
+    deep = b'{"__CURSOR": "c2", "MESSAGE": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(UnavailableError, match="not a journal JSON entry"):
+        kernel_log._journal_line(deep, 2)
