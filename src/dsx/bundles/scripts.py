@@ -616,12 +616,12 @@ def _install_body(ref: ComponentRef) -> list[str]:
     lines = [command_line(["retry", "ensure_namespace", ref.namespace])]
     if ref.type is ComponentType.MANIFEST:
         lines += [command_line(["wait_crd", group, kind]) for group, kind in custom_kinds(ref)]
-        # no --namespace: each object names its own (a catalog invariant), and kubectl refuses an
-        # object whose namespace differs from an explicit one (the sentinel's RBAC spans three)
-        apply = ["--filename", manifests_dir(ref)]
+        # the component's namespace as kubectl's default, not --namespace: kubectl refuses an object
+        # whose namespace differs from an explicit one (the sentinel's RBAC spans three)
+        apply = ["in_namespace", ref.namespace, "kubectl", "apply", "--filename", manifests_dir(ref)]
     else:
-        apply = ["--namespace", ref.namespace, "--kustomize", kustomize_url(ref)]
-    return [*lines, command_line(["retry", "run", "kubectl", "apply", *apply])]
+        apply = ["kubectl", "apply", "--namespace", ref.namespace, "--kustomize", kustomize_url(ref)]
+    return [*lines, command_line(["retry", "run", *apply])]
 
 
 def _health_body(ref: ComponentRef) -> str:

@@ -272,7 +272,7 @@ def test_deploy_installs_in_order_and_undeploy_leaves_nothing_behind(
 
     dry = cluster.script(bundle, "deploy.sh", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert "+ helm upgrade --install --repo" in dry.stdout and "kubectl apply --namespace" in dry.stdout
+    assert "+ helm upgrade --install --repo" in dry.stdout and "kubectl apply --filename" in dry.stdout
     assert not cluster.releases(ns), "a dry run installed something"
 
     cluster.run("kubectl", "create", "namespace", other)  # the web chart puts an object there too

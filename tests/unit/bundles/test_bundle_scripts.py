@@ -135,7 +135,7 @@ def test_dry_run_prints_every_command_and_runs_none(small_recipe: Recipe, tmp_pa
     commands = [line for line in shown.stdout.splitlines() if line.startswith("+ ")]
     assert "+ kubectl get --raw /readyz" in commands
     assert sum(c.startswith("+ helm upgrade --install") for c in commands) == 3
-    assert any(c.startswith("+ kubectl apply --filename") and "skyhook" in c for c in commands)
+    assert any(c.startswith("+ in_namespace skyhook kubectl apply --filename") for c in commands)
     assert any(c.startswith("+ kubectl rollout status") for c in commands)
     removed = subprocess.run(
         ["bash", str(out / "undeploy.sh"), "--dry-run"], capture_output=True, text=True, check=True
