@@ -96,6 +96,8 @@ class SentinelOptions:
     store_poll_seconds: float = 1.0
     election: leader.ElectionSettings | None = None
     """Act only while holding this Lease; None: act at once (a single replica)."""
+    store_init: bool = False
+    """Create the store in an existing empty or foreign file (`--init`) instead of refusing it."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,8 @@ class SentinelRuntime:
         """A store connection of its own for one part (all parts share one in-memory store)."""
         if self._stores and self.options.store_url == "memory:":
             return self._stores[0]
-        opened = open_store(self.options.store_url)
+        # the first connection creates the store; later ones find it
+        opened = open_store(self.options.store_url, init=self.options.store_init and not self._stores)
         self._stores.append(opened)
         return opened
 
