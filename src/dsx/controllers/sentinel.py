@@ -44,7 +44,7 @@ from typing import Any
 
 from dsx import errors, settings
 from dsx.api import security
-from dsx.controllers import http, kube_nodes, loops, telemetry
+from dsx.controllers import http, kube_nodes, loops, monitors, telemetry
 from dsx.health import (
     analyzer,
     breaker,
@@ -208,7 +208,9 @@ class SentinelRuntime:
         state = self.options.state_dir / "monitors" / f"kernel-log-{source.node}.json"
         # the configured driver version, else the node's GPU Feature Discovery labels; the log's banner beats both
         driver = xid.resolve_driver_version(source.driver_version or None, labels)
-        return KernelLogMonitor(source.node, reader, state, driver=driver)
+        monitor = KernelLogMonitor(source.node, reader, state, driver=driver)
+        monitors.restore_burst_windows(monitor, self.store)  # a restart keeps the duplicate windows
+        return monitor
 
     def _node_labels(self) -> dict[str, dict[str, str]]:
         """Every node's labels, read once (one list call, not one per monitored node)."""
