@@ -152,7 +152,10 @@ TARGETS: dict[str, Target] = {
             _files(f"{SEEDS}:criteria*.yaml"),
             ".yaml",
             True,
-            argv=(("recipe", "--config", "{file}", *_JSON_OUT), ("lint", "--config", "{file}", "--offline", *_JSON_OUT)),
+            argv=(
+                ("recipe", "--config", "{file}", *_JSON_OUT),
+                ("lint", "--config", "{file}", "--offline", *_JSON_OUT),
+            ),
         ),
         Target("overlay", _files(f"{CATALOG}/overlays:**/*.yaml"), ".yaml", True, call=_overlay),
         Target("calibration", _files(f"{SEEDS}:calibration*.yaml"), ".yaml", True, call=_calibration),
@@ -479,7 +482,9 @@ class Outcome:
     """Why the case failed (exit 8, traceback, hang, escaped write); None when it passed."""
 
 
-def run_case(target: Target, case_dir: Path, text: str, choice: int = 0, *, timeout: float = CASE_TIMEOUT_SECONDS) -> Outcome:
+def run_case(
+    target: Target, case_dir: Path, text: str, choice: int = 0, *, timeout: float = CASE_TIMEOUT_SECONDS
+) -> Outcome:
     """Write the case, run it in-process, classify what happened."""
     from dsx.cli.main import main
     from dsx.errors import exit_code_for

@@ -159,7 +159,9 @@ def restore_burst_windows(monitor: KernelLogMonitor, store: EventStore) -> int:
     windows is kept anywhere. Returns how many stored events were replayed into the windows."""
     last = store.last_sequence()
     recent = store.events(
-        after_sequence=max(0, last - RESTORE_LOOKBACK_EVENTS), limit=RESTORE_LOOKBACK_EVENTS, node_name=monitor.node_name
+        after_sequence=max(0, last - RESTORE_LOOKBACK_EVENTS),
+        limit=RESTORE_LOOKBACK_EVENTS,
+        node_name=monitor.node_name,
     )
     admitted = [(s.event.message, s.event.generated_at.timestamp()) for s in recent if s.event.agent == AGENT]
     # the monitor's deduplicator has no public door yet (kernel_log.py is being changed elsewhere)

@@ -223,7 +223,7 @@ class SqlEventStore(abc.ABC):
                     cur.execute(f"SELECT {columns} FROM {table} LIMIT 0")  # noqa: S608 - names from SCHEMA
             except InternalError as exc:
                 cause = _first_line(exc.__cause__ or exc)
-                if missing_ok and ("no such table" in cause or "does not exist" in cause and "relation" in cause):
+                if missing_ok and ("no such table" in cause or ("does not exist" in cause and "relation" in cause)):
                     continue
                 raise BadInputError(
                     f"event store: table {table} is not dsx's ({cause}); give --store another store"
@@ -590,9 +590,11 @@ class SqlEventStore(abc.ABC):
             )
             rows = cur.fetchall()
         return self._rows(
-            "node_transitions of", rows, lambda r: NodeTransition(
+            "node_transitions of",
+            rows,
+            lambda r: NodeTransition(
                 str(r[0]), NodeState(r[1]), NodeState(r[2]), str(r[3]), _optional_int(r[4]), _at(r[5])
-            )
+            ),
         )
 
     # remediations

@@ -83,7 +83,9 @@ class SqliteEventStore(sql.SqlEventStore):
 
     def _check_existing(self, *, init: bool) -> None:
         """Refuse a foreign database (unless `init`) and a damaged one, naming the file."""
-        tables = {str(row[0]) for row in self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {
+            str(row[0]) for row in self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
         if "dsx_schema" not in tables and not init:
             self._connection.close()
             found = f"its tables: {', '.join(sorted(tables)[:5])}" if tables else "it has no tables"

@@ -15,8 +15,8 @@ import pytest
 
 from dsx.cli.main import main
 from dsx.errors import BadInputError
-from dsx.health.eventstore import StageStatus
 from dsx.health import policy
+from dsx.health.eventstore import StageStatus
 from dsx.store import open_store, sql
 
 from .conftest import Backend, make_event
@@ -29,7 +29,9 @@ def _dsx(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return int(done.value.code or 0), out, err
 
 
-def test_an_empty_store_file_is_refused_naming_it_unless_init(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_empty_store_file_is_refused_naming_it_unless_init(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     empty = tmp_path / "events.db"
     empty.touch()
     url = f"sqlite:///{empty}"
@@ -70,7 +72,7 @@ def test_a_foreign_table_with_dsx_names_is_refused_even_with_init(tmp_path: Path
 def test_a_text_file_is_bad_input_even_with_init(tmp_path: Path) -> None:
     path = tmp_path / "notes.db"
     path.write_text("not sqlite at all\n" * 100)
-    with pytest.raises(BadInputError, match="notes.db"):
+    with pytest.raises(BadInputError, match=r"notes\.db"):
         open_store(f"sqlite:///{path}", init=True)
     assert path.read_text().startswith("not sqlite")
 
@@ -133,7 +135,8 @@ def test_events_status_and_replay_report_a_damaged_row_by_its_sequence(
     with store.transaction(write=True) as cur:
         cur.execute("UPDATE events SET document = '{' WHERE sequence = 2")
         cur.execute(
-            "INSERT INTO node_states (node_name, state, reason, since, event_sequence) VALUES ('n9', 'melted', '', 0, 1)"
+            "INSERT INTO node_states (node_name, state, reason, since, event_sequence)"
+            " VALUES ('n9', 'melted', '', 0, 1)"
         )
     store.close()
     warning = "dsx: warning: event store: events 2 is damaged and was skipped"
