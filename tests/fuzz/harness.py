@@ -474,6 +474,15 @@ def _alarm(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _argv(target: Target, choice: int, path: Path, out: Path) -> list[str]:
+    """The drawn argument list; one case in four writes its result with -o (an atomic write, two fsyncs)."""
+    argv = [a.format(file=path, out=out) for a in target.argv[choice % len(target.argv)]]
+    if choice % 4 and "-o" in argv:
+        at = argv.index("-o")
+        del argv[at : at + 2]
+    return argv
+
+
 @dataclass(frozen=True)
 class Outcome:
     exit_code: int
@@ -515,8 +524,7 @@ def run_case(
                 if target.call is not None:
                     target.call(path, out)
                 else:
-                    argv = target.argv[choice % len(target.argv)]
-                    main([a.format(file=path, out=out) for a in argv])
+                    main(_argv(target, choice, path, out))
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             except Hang:
@@ -551,6 +559,15 @@ class Report:
     max_seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "cases": self.cases,
+            "exit_codes": {str(k): v for k, v in sorted(self.exit_codes.items())},
+            "max_seconds": round(self.max_seconds, 4),
+            "failures": self.failures,
+        }
+
     def row(self) -> str:
         histogram = " ".join(f"{code}:{count}" for code, count in sorted(self.exit_codes.items()))
         return f"| {self.name} | {self.cases} | {histogram} | {self.max_seconds:.3f} | {len(self.failures)} |"
@@ -579,6 +596,8 @@ def fuzz(name: str, cases: int, workdir: Path, *, keep_failures: int = 20) -> Re
         report.cases += 1
         report.exit_codes[outcome.exit_code] += 1
         report.max_seconds = max(report.max_seconds, outcome.seconds)
+        if report.cases % 1000 == 0:  # progress that survives the run being stopped
+            (workdir / f"{name}.progress.json").write_text(json.dumps(report.to_dict()))
         if outcome.problem is not None:
             report.failures.append(outcome.problem)
             if len(report.failures) <= keep_failures:
@@ -588,6 +607,7 @@ def fuzz(name: str, cases: int, workdir: Path, *, keep_failures: int = 20) -> Re
                 (failures / f"{len(report.failures):03d}.txt").write_text(f"choice {choice}\n{outcome.problem}\n")
 
     one()
+    (workdir / f"{name}.progress.json").write_text(json.dumps(report.to_dict()))
     return report
 
 
