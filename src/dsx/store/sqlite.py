@@ -42,6 +42,16 @@ _CHECKED: set[Path] = set()
 _INIT_HINT = "give --init to create the event store in it, or --store the right file"
 
 
+def _stays_empty(path: Path, *, wait_seconds: float = 1.0) -> bool:
+    """A zero-byte file that stays so: another process creating the store writes its header within milliseconds."""
+    deadline = time.monotonic() + wait_seconds
+    while path.is_file() and path.stat().st_size == 0:
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 class SqliteEventStore(sql.SqlEventStore):
     """EventStore in one SQLite file (created with its tables when missing).
 
@@ -68,7 +78,7 @@ class SqliteEventStore(sql.SqlEventStore):
         if not self.path.parent.is_dir():
             raise BadInputError(f"sqlite:///{self.path}: directory {self.path.parent} does not exist")
         existed = self.path.exists()
-        if existed and self.path.is_file() and self.path.stat().st_size == 0 and not init:
+        if existed and not init and _stays_empty(self.path):
             raise BadInputError(f"sqlite:///{self.path}: the file is empty (0 bytes), not an event store; {_INIT_HINT}")
         with self._errors():
             self._connection = sqlite3.connect(
@@ -83,13 +93,14 @@ class SqliteEventStore(sql.SqlEventStore):
 
     def _check_existing(self, *, init: bool) -> None:
         """Refuse a foreign database (unless `init`) and a damaged one, naming the file."""
-        tables = {
-            str(row[0]) for row in self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        if "dsx_schema" not in tables and not init:
+        # a database without any table holds no history: it is a store another process is creating
+        tables = self._tables()
+        if tables and "dsx_schema" not in tables and not init:
             self._connection.close()
-            found = f"its tables: {', '.join(sorted(tables)[:5])}" if tables else "it has no tables"
-            raise BadInputError(f"sqlite:///{self.path}: not a dsx event store ({found}); {_INIT_HINT}")
+            raise BadInputError(
+                f"sqlite:///{self.path}: not a dsx event store (its tables: {', '.join(sorted(tables)[:5])});"
+                f" {_INIT_HINT}"
+            )
         resolved = self.path.resolve()
         if resolved in _CHECKED:
             return
@@ -101,6 +112,9 @@ class SqliteEventStore(sql.SqlEventStore):
                 " recover it (sqlite3 FILE .recover) or restore a copy"
             )
         _CHECKED.add(resolved)
+
+    def _tables(self) -> set[str]:
+        return {str(row[0]) for row in self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
         return sql.translated_errors(f"sqlite:///{self.path}", sqlite3.Error, classify)

@@ -149,3 +149,16 @@ def test_events_status_and_replay_report_a_damaged_row_by_its_sequence(
         capsys, "sentinel", "replay", "--policy", str(policy.DEFAULT_PATH), "--store", url, "--format", "json"
     )
     assert code == 0 and warning in err
+
+
+def test_stores_opened_at_once_on_a_new_path_all_open(tmp_path: Path) -> None:
+    """A store being created is neither empty nor foreign to the processes that open it meanwhile."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    for _ in range(5):
+        (tmp_path / "events.db").unlink(missing_ok=True)
+        with ThreadPoolExecutor(8) as pool:
+            stores = list(pool.map(lambda _: open_store(url), range(8)))
+        for store in stores:
+            store.close()
