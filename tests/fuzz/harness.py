@@ -88,7 +88,12 @@ def _overlay(path: Path, _out: Path) -> object:
     from dsx import serialization
     from dsx.recipes import catalog
 
-    return catalog._parse_overlay(serialization.load_mapping_file(path), str(path))
+    document = serialization.load_mapping_file(path)
+    # the catalog wants metadata.name to be the file's name: name the source after it, so cases get past the header
+    meta = document.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    source = path.with_name(f"{name}.yaml") if isinstance(name, str) and name and "/" not in name else path
+    return catalog._parse_overlay(document, str(source))
 
 
 def _calibration(path: Path, _out: Path) -> object:
