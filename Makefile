@@ -7,7 +7,7 @@ LOCK := requirements.lock
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-12)
 SOURCES := src tests bench hack
 
-.PHONY: demo test install lock lint typecheck deps unit bench control-plane screenshots dist clean
+.PHONY: demo test install lock lint typecheck deps unit fuzz bench control-plane screenshots dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ test: lint typecheck deps control-plane
 
 unit: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -m "not integration"
+
+# 20,000+ hostile cases per document kind and parser (tests/fuzz): no exit 8, traceback, hang or
+# stray write; prints the table. DSX_FUZZ_CASES and DSX_FUZZ_JOBS change the size and the processes.
+fuzz: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider -m fuzz tests/fuzz -s -q
 
 bench: $(STAMP)
 	$(PY) bench/run.py

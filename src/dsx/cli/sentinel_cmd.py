@@ -42,9 +42,22 @@ def _default_store() -> str:
 
 
 def _store(url: str | None) -> EventStore:
+    """The --store (with --init) of the running command; damaged rows it skipped are reported at the end."""
     from dsx.store import open_store
 
-    return open_store(url or _default_store())
+    context = click.get_current_context()
+    store = open_store(url or _default_store(), init=bool(context.meta.get(_INIT_KEY)))
+    context.call_on_close(lambda: _report_damaged(store))
+    return store
+
+
+def _report_damaged(store: EventStore) -> None:
+    damaged: dict[str, str] = getattr(store, "damaged", {})
+    for name, reason in sorted(damaged.items()):
+        click.echo(f"dsx: warning: event store: {name} is damaged and was skipped: {reason}", err=True)
+
+
+_INIT_KEY = "dsx.sentinel.store_init"
 
 
 def _since(text: str | None) -> datetime | None:
@@ -68,9 +81,22 @@ def _since(text: str | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-store_option = click.option(
-    "--store", "store_url", default=None, metavar="URL", help="Event store: sqlite:///PATH, postgresql://..., memory:."
-)
+def store_option(command: Any) -> Any:
+    """--store URL and --init (kept in the context: `_store` reads it)."""
+    command = click.option(
+        "--init",
+        is_flag=True,
+        expose_value=False,
+        callback=lambda ctx, _param, value: ctx.meta.__setitem__(_INIT_KEY, value),
+        help="Create the store even in an existing empty or foreign file (refused without it).",
+    )(command)
+    return click.option(
+        "--store",
+        "store_url",
+        default=None,
+        metavar="URL",
+        help="Event store: sqlite:///PATH, postgresql://..., memory:.",
+    )(command)
 
 
 @click.group("sentinel")
@@ -264,6 +290,7 @@ def run(
         owner=owner or (f"dsx-sentinel/{election.name}" if election else runtime.default_owner()),
         workers=workers,
         election=election,
+        store_init=bool(click.get_current_context().meta.get(_INIT_KEY)),
     )
     choice = sentinel_wiring.ClusterChoice(kubeconfig=Path(kubeconfig) if kubeconfig else None, sim_name=sim_name)
     sentinel_runtime = sentinel_wiring.build(options, choice)

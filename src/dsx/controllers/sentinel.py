@@ -44,7 +44,7 @@ from typing import Any
 
 from dsx import errors, settings
 from dsx.api import security
-from dsx.controllers import http, kube_nodes, loops, telemetry
+from dsx.controllers import http, kube_nodes, loops, monitors, telemetry
 from dsx.health import (
     analyzer,
     breaker,
@@ -96,6 +96,8 @@ class SentinelOptions:
     store_poll_seconds: float = 1.0
     election: leader.ElectionSettings | None = None
     """Act only while holding this Lease; None: act at once (a single replica)."""
+    store_init: bool = False
+    """Create the store in an existing empty or foreign file (`--init`) instead of refusing it."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,8 @@ class SentinelRuntime:
         """A store connection of its own for one part (all parts share one in-memory store)."""
         if self._stores and self.options.store_url == "memory:":
             return self._stores[0]
-        opened = open_store(self.options.store_url)
+        # the first connection creates the store; later ones find it
+        opened = open_store(self.options.store_url, init=self.options.store_init and not self._stores)
         self._stores.append(opened)
         return opened
 
@@ -205,7 +208,9 @@ class SentinelRuntime:
         state = self.options.state_dir / "monitors" / f"kernel-log-{source.node}.json"
         # the configured driver version, else the node's GPU Feature Discovery labels; the log's banner beats both
         driver = xid.resolve_driver_version(source.driver_version or None, labels)
-        return KernelLogMonitor(source.node, reader, state, driver=driver)
+        monitor = KernelLogMonitor(source.node, reader, state, driver=driver)
+        monitors.restore_burst_windows(monitor, self.store)  # a restart keeps the duplicate windows
+        return monitor
 
     def _node_labels(self) -> dict[str, dict[str, str]]:
         """Every node's labels, read once (one list call, not one per monitored node)."""

@@ -37,7 +37,7 @@ import csv
 import enum
 import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -1195,6 +1195,22 @@ class BurstDeduplicator:
             self._forget_closed(at_seconds)
         self._opened[key] = (at_seconds, 0)
         return Admission(True, opened[1] if opened else 0)
+
+    def replay(self, node: str, admitted: Iterable[tuple[str, float]], reader: Callable[[], KernelLogReader]) -> int:
+        """Reopen the windows of records admitted before a restart, from their (message, time) in order.
+
+        Why: the windows live in memory, so a monitor killed mid-storm would admit the storm's
+        next line again; the stored events are what it admitted, so replaying them restores the
+        windows. Returns how many messages were records again."""
+        count = 0
+        for message, at_seconds in admitted:
+            lines, record = reader(), None
+            for part in message.split("\n"):
+                record = lines.feed(part) or record
+            if record is not None:
+                self.admit(node, record, at_seconds)
+                count += 1
+        return count
 
     def _forget_closed(self, now: float) -> None:
         closed = [k for k, (start, _) in self._opened.items() if now - start >= self.window_seconds]

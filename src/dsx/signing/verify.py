@@ -170,9 +170,37 @@ def verify_bundle_tree(
     if len(payloads) > 1:
         findings.append(Finding(layout.SIGSTORE, f"signs a different statement than {layout.INTOTO}"))
     level = TrustLevel.TAMPERED if findings else TrustLevel.VERIFIED
+    notes = missing_sidecar_notes({p: tree.files[p] for p in present}, layout.INTOTO, layout.SIGSTORE)
     return Verdict(
-        target, ArtifactKind.BUNDLE, level, tuple(_unique(findings)), tuple(sorted(signed_by)), files_checked=checked
+        target,
+        ArtifactKind.BUNDLE,
+        level,
+        tuple(_unique(findings)),
+        tuple(sorted(signed_by)),
+        files_checked=checked,
+        notes=tuple(notes),
     )
+
+
+def missing_sidecar_notes(found: Mapping[str, bytes], intoto: str, sigstore_name: str) -> list[str]:
+    """Which of the two signature files `dsx sign` writes is gone, when the other still verifies.
+
+    `dsx sign` always writes the in-toto file and, for a single signature, the Sigstore bundle
+    beside it. Either alone verifies, so a removed one changes no verdict, but it is said: a
+    signature that was there and is not is worth a look."""
+    if not found:
+        return []
+    if intoto not in found:
+        return [f"{intoto}: missing (dsx sign writes it with {sigstore_name}); verified with {sigstore_name} alone"]
+    if sigstore_name in found:
+        return []
+    try:
+        envelopes = read_envelopes(found[intoto], source=intoto)
+    except BadInputError:
+        return []
+    if len(envelopes) == 1 and len(envelopes[0].signatures) == 1:
+        return [f"{sigstore_name}: missing (dsx sign writes it for one signature); verified with {intoto} alone"]
+    return [f"signatures found: {intoto}"]
 
 
 def _predicate_findings(statement: Statement, manifest: Mapping[str, Any], source: str) -> list[Finding]:
@@ -254,7 +282,17 @@ def verify_signed_file(path: Path, trusted: Sequence[Verifier]) -> Verdict:
             if path.name not in {s.name for s in verified.statement.subjects}:
                 findings.append(Finding(path.name, f"not a subject of {sidecar.name}"))
     level = TrustLevel.TAMPERED if findings or not signed_by else TrustLevel.VERIFIED
-    return Verdict(str(path), ArtifactKind.FILE, level, tuple(_unique(findings)), tuple(sorted(signed_by)), 1)
+    intoto, sigstore_file = sidecar_paths(path)
+    notes = missing_sidecar_notes({p.name: _read_bytes(p) for p in sidecars}, intoto.name, sigstore_file.name)
+    return Verdict(
+        str(path),
+        ArtifactKind.FILE,
+        level,
+        tuple(_unique(findings)),
+        tuple(sorted(signed_by)),
+        1,
+        notes=tuple(notes),
+    )
 
 
 def verify_path(path: Path, trusted: Sequence[Verifier]) -> Verdict:

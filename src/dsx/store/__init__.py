@@ -18,15 +18,18 @@ from dsx.health.eventstore import EventStore
 SCHEMES = ("sqlite:///PATH", "postgresql://...", "memory:")
 
 
-def open_store(url: str, *, clock: Callable[[], float] = time.time) -> EventStore:
-    """Open (and create when missing) the store a URL names; a bad URL is a one-line BadInputError."""
+def open_store(url: str, *, clock: Callable[[], float] = time.time, init: bool = False) -> EventStore:
+    """Open (and create when missing) the store a URL names; a bad URL is a one-line BadInputError.
+
+    An existing file that is empty or holds no dsx store is refused unless `init` (`--init`):
+    a store is never started over silently."""
     if url.startswith("sqlite:///"):
         from dsx.store.sqlite import SqliteEventStore
 
         path = url.removeprefix("sqlite:///")
         if not path or path.endswith("/"):
             raise BadInputError(f"store URL {url!r}: no database file after sqlite:///")
-        return SqliteEventStore(path, clock=clock)
+        return SqliteEventStore(path, clock=clock, init=init)
     if url.startswith(("postgresql://", "postgres://")):
         from dsx.store.postgres import PostgresEventStore
 

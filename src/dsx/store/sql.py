@@ -21,6 +21,8 @@ from __future__ import annotations
 import abc
 import contextlib
 import json
+import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -45,6 +47,11 @@ SCHEMA_VERSION = 1
 """Version of the table layout below; a store written by a newer dsx is refused."""
 
 T = TypeVar("T")
+
+_log = logging.getLogger(__name__)
+
+_DAMAGE = (ValueError, TypeError, KeyError, OverflowError, DsxError)
+"""What converting a stored row raises when the row was altered by hand or by a bad disk."""
 
 _IN_CHUNK = 500
 """Keys per `IN (...)` list: well under SQLite's variable limit."""
@@ -127,6 +134,14 @@ CREATE TABLE IF NOT EXISTS breakers (
 )
 """
 
+LAYOUT: dict[str, str] = {
+    match[1]: ", ".join(
+        line.split()[0] for line in match[2].split(",\n") if line.split() and line.split()[0] != "PRIMARY"
+    )
+    for match in re.finditer(r"CREATE TABLE IF NOT EXISTS (\w+) \((.*?)\n\)", SCHEMA, re.S)
+}
+"""Table → its columns, read from SCHEMA: what a store must have to be dsx's."""
+
 _EVENT_COLUMNS = "sequence, stored_at, document"
 _VALIDATION_COLUMNS = "request_id, node_name, reason, status, requested_at, updated_at, detail"
 
@@ -154,6 +169,8 @@ class SqlEventStore(abc.ABC):
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
+        self.damaged: dict[str, str] = {}
+        """Rows skipped on read because they could not be read back ("events 42" → why), for the caller to report."""
 
     # dialect hooks
     @abc.abstractmethod
@@ -176,6 +193,14 @@ class SqlEventStore(abc.ABC):
     def close(self) -> None: ...
 
     def create_schema(self, id_column: str) -> None:
+        try:
+            self._create_schema(id_column)
+        except InternalError:
+            self.check_layout(missing_ok=True)  # a same-named table of another program is bad input, named
+            raise
+        self.check_layout()
+
+    def _create_schema(self, id_column: str) -> None:
         with self.transaction(write=True) as cur:
             self.serialize(cur, "schema")
             for statement in SCHEMA.format(id=id_column).split(";"):
@@ -189,6 +214,46 @@ class SqlEventStore(abc.ABC):
                     f"event store: schema version {row[0]} was written by a newer dsx; this dsx reads schema"
                     f" version {SCHEMA_VERSION}: upgrade dsx, or give --store another store"
                 )
+
+    def check_layout(self, *, missing_ok: bool = False) -> None:
+        """Every dsx table with every column: a same-named table of another program is refused, not misread."""
+        for table, columns in LAYOUT.items():
+            try:
+                with self.transaction(write=False) as cur:
+                    cur.execute(f"SELECT {columns} FROM {table} LIMIT 0")  # noqa: S608 - names from SCHEMA
+            except InternalError as exc:
+                cause = _first_line(exc.__cause__ or exc)
+                if missing_ok and ("no such table" in cause or ("does not exist" in cause and "relation" in cause)):
+                    continue
+                raise BadInputError(
+                    f"event store: table {table} is not dsx's ({cause}); give --store another store"
+                ) from exc
+
+    def _skip_damaged(self, table: str, key: object, error: BaseException) -> None:
+        """Note a row that cannot be read back (once per row), so reads go on and the caller reports it."""
+        name = f"{table} {key}"
+        if name not in self.damaged:
+            self.damaged[name] = _first_line(error)
+            _log.warning("event store: %s is damaged and was skipped: %s", name, self.damaged[name])
+
+    def _rows(self, table: str, rows: Sequence[Sequence[Any]], convert: Callable[[Sequence[Any]], T]) -> list[T]:
+        """Convert rows, skipping (and noting, by their first column) the damaged ones."""
+        found: list[T] = []
+        for row in rows:
+            try:
+                found.append(convert(row))
+            except _DAMAGE as exc:
+                self._skip_damaged(table, row[0], exc)
+        return found
+
+    def _row(self, table: str, row: Sequence[Any], convert: Callable[[Sequence[Any]], T]) -> T:
+        """One row the caller asked for by key: a damaged one is bad input naming it."""
+        try:
+            return convert(row)
+        except _DAMAGE as exc:
+            raise BadInputError(
+                f"event store: {table} {row[0]} is damaged: {_first_line(exc)}; remove or repair that row"
+            ) from exc
 
     # events
     def append(self, events: Sequence[HealthEvent]) -> list[Appended]:
@@ -240,7 +305,7 @@ class SqlEventStore(abc.ABC):
         with self.transaction(write=False) as cur:
             cur.execute(f"SELECT {_EVENT_COLUMNS} FROM events WHERE {where}", params)  # noqa: S608 - fixed clauses
             row = cur.fetchone()
-        return None if row is None else _stored_event(row)
+        return None if row is None else self._row("events", row, _stored_event)
 
     def events(
         self,
@@ -265,7 +330,7 @@ class SqlEventStore(abc.ABC):
                 [*params, limit],
             )
             rows = cur.fetchall()
-        return [_stored_event(row) for row in rows]
+        return self._rows("events", rows, _stored_event)
 
     def last_sequence(self) -> int:
         with self.transaction(write=False) as cur:
@@ -319,7 +384,23 @@ class SqlEventStore(abc.ABC):
                     " DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until",
                     [(consumer, int(row[0]), owner, now + lease_seconds) for row in rows],
                 )
-        return [_stored_event(row) for row in rows]
+            claimed = self._rows("events", rows, _stored_event)
+            if len(claimed) < len(rows):
+                self._park_damaged(cur, consumer, position, {int(r[0]) for r in rows} - {e.sequence for e in claimed})
+        return claimed
+
+    def _park_damaged(self, cur: Cursor, consumer: str, position: int, sequences: set[int]) -> None:
+        """A damaged event becomes a dead letter of this consumer (acknowledged), so the pipeline goes on
+        and `dsx sentinel status` lists it with its sequence."""
+        outcomes = [
+            StageOutcome(s, StageStatus.DEAD_LETTER, {"error": f"damaged row: {self.damaged.get(f'events {s}', '')}"})
+            for s in sorted(sequences)
+        ]
+        self._put_stage_records(cur, consumer, outcomes, self._clock())
+        cur.executemany(
+            "UPDATE deliveries SET acked = 1 WHERE consumer = ? AND sequence = ?", [(consumer, s) for s in sequences]
+        )
+        self._advance(cur, consumer, position)
 
     def begin(self, consumer: str, sequence: int, detail: Mapping[str, Any]) -> StageRecord | None:
         now = self._clock()
@@ -407,7 +488,7 @@ class SqlEventStore(abc.ABC):
             (stage, sequence),
         )
         row = cur.fetchone()
-        return None if row is None else _stage(row)
+        return None if row is None else self._row("stage_records", row, _stage)
 
     def stage_record(self, consumer: str, sequence: int) -> StageRecord | None:
         with self.transaction(write=False) as cur:
@@ -419,7 +500,7 @@ class SqlEventStore(abc.ABC):
                 "SELECT stage, sequence, status, detail, updated_at FROM stage_records"
                 " WHERE status = 'dead_letter' ORDER BY sequence, stage"
             )
-            return [_stage(row) for row in cur.fetchall()]
+            return self._rows("stage_records", cur.fetchall(), _stage)
 
     def reopen(self, consumer: str, sequence: int) -> None:
         with self.transaction(write=True) as cur:
@@ -439,7 +520,7 @@ class SqlEventStore(abc.ABC):
                 " WHERE sequence = ? ORDER BY stage",
                 (sequence,),
             )
-            return [_stage(row) for row in cur.fetchall()]
+            return self._rows("stage_records", cur.fetchall(), _stage)
 
     def cursor(self, consumer: str) -> int:
         with self.transaction(write=False) as cur:
@@ -461,7 +542,7 @@ class SqlEventStore(abc.ABC):
         row = cur.fetchone()
         if row is None:
             return NodeStatus(node_name, NodeState.HEALTHY, "", _at(0.0), None)
-        return _node(row)
+        return self._row("node_states", row, _node)
 
     def node_state(self, node_name: str) -> NodeStatus:
         with self.transaction(write=False) as cur:
@@ -470,7 +551,7 @@ class SqlEventStore(abc.ABC):
     def node_states(self) -> list[NodeStatus]:
         with self.transaction(write=False) as cur:
             cur.execute("SELECT node_name, state, reason, since, event_sequence FROM node_states ORDER BY node_name")
-            return [_node(row) for row in cur.fetchall()]
+            return self._rows("node_states", cur.fetchall(), _node)
 
     def transition(
         self,
@@ -508,10 +589,13 @@ class SqlEventStore(abc.ABC):
                 (node_name,),
             )
             rows = cur.fetchall()
-        return [
-            NodeTransition(str(n), NodeState(f), NodeState(t), str(r), _optional_int(s), _at(a))
-            for n, f, t, r, s, a in rows
-        ]
+        return self._rows(
+            "node_transitions of",
+            rows,
+            lambda r: NodeTransition(
+                str(r[0]), NodeState(r[1]), NodeState(r[2]), str(r[3]), _optional_int(r[4]), _at(r[5])
+            ),
+        )
 
     # remediations
     def record_remediation(self, node_name: str, action: str, event_sequence: int) -> bool:
@@ -599,7 +683,7 @@ class SqlEventStore(abc.ABC):
                     f"SELECT {_VALIDATION_COLUMNS} FROM validation_requests WHERE status = ? ORDER BY request_id",  # noqa: S608
                     (status.value,),
                 )
-            return [_validation(row) for row in cur.fetchall()]
+            return self._rows("validation_requests", cur.fetchall(), _validation)
 
     # circuit breakers
     def load_breaker(self, name: str) -> dict[str, Any] | None:
@@ -608,8 +692,7 @@ class SqlEventStore(abc.ABC):
             row = cur.fetchone()
         if row is None:
             return None
-        document: dict[str, Any] = json.loads(row[0])
-        return document
+        return self._row("breakers", (name, row[0]), _breaker)
 
     def save_breaker(self, name: str, document: Mapping[str, Any]) -> None:
         with self.transaction(write=True) as cur:
@@ -621,7 +704,7 @@ class SqlEventStore(abc.ABC):
             self.serialize(cur, f"breaker:{name}")
             cur.execute(f"SELECT document FROM breakers WHERE name = ?{self.for_update}", (name,))  # noqa: S608
             row = cur.fetchone()
-            document, result = change(None if row is None else json.loads(row[0]))
+            document, result = change(None if row is None else self._row("breakers", (name, row[0]), _breaker))
             if document is not None:
                 self._put_breaker(cur, name, document)
         return result
@@ -692,6 +775,13 @@ def _optional_int(value: Any) -> int | None:
 def _stored_event(row: Sequence[Any]) -> StoredEvent:
     sequence, stored_at, document = row
     return StoredEvent(int(sequence), _at(stored_at), HealthEvent.from_dict(json.loads(document), source="event store"))
+
+
+def _breaker(row: Sequence[Any]) -> dict[str, Any]:
+    document = json.loads(row[1])
+    if not isinstance(document, dict):
+        raise TypeError(f"expected a JSON object, got {type(document).__name__}")
+    return document
 
 
 def _stage(row: Sequence[Any]) -> StageRecord:

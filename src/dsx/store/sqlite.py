@@ -31,13 +31,35 @@ def classify(error: BaseException) -> sql.ErrorKind:
         return ConflictError
     if isinstance(error, sqlite3.OperationalError) and any(part in text for part in _TRANSIENT):
         return UnavailableError
-    if type(error) is sqlite3.DatabaseError and "not a database" in text:
+    if type(error) is sqlite3.DatabaseError and ("not a database" in text or "malformed" in text):
         return BadInputError
     return InternalError
 
 
+_CHECKED: set[Path] = set()
+"""Files whose integrity this process has checked: a sentinel opens one store several times."""
+
+_INIT_HINT = "give --init to create the event store in it, or --store the right file"
+
+
+def _stays_empty(path: Path, *, wait_seconds: float = 1.0) -> bool:
+    """A zero-byte file that stays so: another process creating the store writes its header within milliseconds."""
+    deadline = time.monotonic() + wait_seconds
+    while path.is_file() and path.stat().st_size == 0:
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 class SqliteEventStore(sql.SqlEventStore):
-    """EventStore in one SQLite file (created with its tables when missing)."""
+    """EventStore in one SQLite file (created with its tables when missing).
+
+    A file that exists but holds no dsx store — zero bytes, or a database without dsx's tables —
+    is refused unless `init`: opening it would silently start history over. On first open in a
+    process the file is checked (`PRAGMA quick_check`, one pass over the pages) so a damaged
+    file is reported before anything is read or written.
+    """
 
     def __init__(
         self,
@@ -46,6 +68,7 @@ class SqliteEventStore(sql.SqlEventStore):
         clock: Callable[[], float] = time.time,
         busy_timeout_seconds: float = 30.0,
         poll_interval_seconds: float = 0.05,
+        init: bool = False,
     ) -> None:
         super().__init__(clock=clock)
         self.path = Path(path)
@@ -54,14 +77,44 @@ class SqliteEventStore(sql.SqlEventStore):
         self._appended = threading.Condition(self._lock)
         if not self.path.parent.is_dir():
             raise BadInputError(f"sqlite:///{self.path}: directory {self.path.parent} does not exist")
+        existed = self.path.exists()
+        if existed and not init and _stays_empty(self.path):
+            raise BadInputError(f"sqlite:///{self.path}: the file is empty (0 bytes), not an event store; {_INIT_HINT}")
         with self._errors():
             self._connection = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_seconds
             )
+            if existed:
+                self._check_existing(init=init)
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=NORMAL")
             self._connection.execute("PRAGMA foreign_keys=ON")
         self.create_schema("INTEGER PRIMARY KEY AUTOINCREMENT")
+
+    def _check_existing(self, *, init: bool) -> None:
+        """Refuse a foreign database (unless `init`) and a damaged one, naming the file."""
+        # a database without any table holds no history: it is a store another process is creating
+        tables = self._tables()
+        if tables and "dsx_schema" not in tables and not init:
+            self._connection.close()
+            raise BadInputError(
+                f"sqlite:///{self.path}: not a dsx event store (its tables: {', '.join(sorted(tables)[:5])});"
+                f" {_INIT_HINT}"
+            )
+        resolved = self.path.resolve()
+        if resolved in _CHECKED:
+            return
+        problems = [str(row[0]) for row in self._connection.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            self._connection.close()
+            raise BadInputError(
+                f"sqlite:///{self.path}: the file is damaged (integrity check: {'; '.join(problems)});"
+                " recover it (sqlite3 FILE .recover) or restore a copy"
+            )
+        _CHECKED.add(resolved)
+
+    def _tables(self) -> set[str]:
+        return {str(row[0]) for row in self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
         return sql.translated_errors(f"sqlite:///{self.path}", sqlite3.Error, classify)

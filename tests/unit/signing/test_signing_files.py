@@ -67,3 +67,25 @@ def test_only_recipes_are_signed_as_files(tmp_path: Path, key_pairs: dict[str, t
     other.write_text("kind: Notes\n")
     with pytest.raises(BadInputError, match="not a dsx recipe"):
         attest.sign_file(other, keys.load_signer(key_pairs["other"][0]))
+
+
+@pytest.mark.parametrize("removed", ["recipe.yaml.sigstore.json", "recipe.yaml.intoto.jsonl"])
+def test_a_removed_one_of_the_two_signature_files_is_reported(
+    signed_recipe: Path, trusted: list[keys.TrustedKey], removed: str
+) -> None:
+    """Either file alone verifies, so the verdict stands, but the missing one is named."""
+    assert verify.verify_path(signed_recipe, trusted).notes == ()
+    (signed_recipe.parent / removed).unlink()
+    verdict = verify.verify_path(signed_recipe, trusted)
+    assert verdict.level is TrustLevel.VERIFIED
+    assert [note.split(":")[0] for note in verdict.notes] == [removed]
+    assert "missing" in verdict.notes[0]
+
+
+def test_a_removed_sigstore_file_of_a_signed_bundle_is_reported(
+    signed_bundle: Path, trusted: list[keys.TrustedKey]
+) -> None:
+    (signed_bundle / "attestation" / "bundle.sigstore.json").unlink()
+    verdict = verify.verify_path(signed_bundle, trusted)
+    assert verdict.level is TrustLevel.VERIFIED
+    assert verdict.notes[0].startswith("attestation/bundle.sigstore.json: missing")
