@@ -69,17 +69,25 @@ dist: $(STAMP)
 # dsx[all,collectives], several GB of torch and CUDA). Never part of `make test`. The base is Debian
 # bookworm made with mmdebstrap (python3, python3-venv, ca-certificates), so no registry is pulled
 # from; BASE_IMAGE=docker.io/library/python:3.11-slim uses a pulled one instead. Push with
-# `$(IMAGE_TOOL) push $(IMAGE_REGISTRY)/dsx:<version>` (docs/images.md). IMAGE_TOOL: buildah or podman.
+# `$(IMAGE_TOOL) push $(IMAGE_REGISTRY)/dsx:<version>` (docs/container-images.md). IMAGE_TOOL: buildah or podman.
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/dsx/__init__.py)
 IMAGE_REGISTRY ?= ghcr.io/dsx-run
 IMAGE_TOOL ?= buildah
 BASE_IMAGE ?= localhost/dsx-base:bookworm
+# the wheels an image installs, fetched here (where pip's index, proxy and CA are configured) and
+# bind-mounted into the build, which then needs no network
+IMAGE_WHEELS := $(PIP) download --quiet --disable-pip-version-check --no-deps --require-hashes --only-binary=:all:
 IMAGE_BUILD := $(IMAGE_TOOL) build --build-arg VERSION=$(VERSION) --timestamp $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+# Debian bookworm's Python 3.11 and nothing else (a file target: made once, reused)
+build/image/rootfs.tar:
+	mkdir -p build/image
+	mmdebstrap --variant=minbase --format=tar --include=python3,python3-venv,ca-certificates bookworm $@.tmp
+	mv $@.tmp $@
 
 image-base:
 	@if [ "$(BASE_IMAGE)" = localhost/dsx-base:bookworm ] && ! $(IMAGE_TOOL) inspect --type image $(BASE_IMAGE) >/dev/null 2>&1; then \
-	  mkdir -p build/image && rm -f build/image/rootfs.tar && \
-	  mmdebstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm build/image/rootfs.tar && \
+	  $(MAKE) build/image/rootfs.tar && \
 	  if [ "$(IMAGE_TOOL)" = podman ]; then podman import build/image/rootfs.tar $(BASE_IMAGE); \
 	  else c=$$(buildah from scratch) && buildah add $$c build/image/rootfs.tar / && buildah commit --rm $$c $(BASE_IMAGE); fi; \
 	fi
@@ -87,11 +95,14 @@ image-base:
 image: image-dsx image-workload
 
 image-dsx: dist image-base
+	mkdir -p build/image
 	$(PY) hack/image-requirements.py all > build/image/dsx.txt
+	$(IMAGE_WHEELS) -d build/image/wheels-dsx -r build/image/dsx.txt
 	$(IMAGE_BUILD) --build-arg BASE_IMAGE=$(BASE_IMAGE) -f deploy/images/dsx/Containerfile -t $(IMAGE_REGISTRY)/dsx:$(VERSION) .
 
 image-workload: image-dsx
 	$(PY) hack/image-requirements.py all,collectives --minus all > build/image/dsx-workload.txt
+	$(IMAGE_WHEELS) -d build/image/wheels-workload -r build/image/dsx-workload.txt
 	$(IMAGE_BUILD) --build-arg DSX_IMAGE=$(IMAGE_REGISTRY)/dsx:$(VERSION) -f deploy/images/dsx-workload/Containerfile \
 	  -t $(IMAGE_REGISTRY)/dsx-workload:$(VERSION) .
 	@$(IMAGE_TOOL) images $(IMAGE_REGISTRY)/dsx:$(VERSION) $(IMAGE_REGISTRY)/dsx-workload:$(VERSION)

@@ -1,6 +1,6 @@
 """The images dsx ships, named in one place: the registry and the tag, which is `dsx.__version__`.
 
-`make image` builds them (deploy/images/*/Containerfile; see docs/images.md). Code that needs a
+`make image` builds them (deploy/images/*/Containerfile; see docs/container-images.md). Code that needs a
 default image reads it from here; the chart, the rendered manifests and the catalog name the same
 references in YAML, and tests/unit/test_images.py fails when any of them drifts from these.
 """
