@@ -39,6 +39,10 @@ def _args(path: Path) -> dict[str, str]:
     return found
 
 
+def _joined(path: Path, instructions: set[str]) -> str:
+    return " ".join(rest for instruction, rest in _instructions(path) if instruction in instructions)
+
+
 def _expand(value: str, args: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], value)
 
@@ -52,8 +56,8 @@ def _image_requirements() -> ModuleType:
 
 
 def test_the_names_come_from_the_version() -> None:
-    assert images.DSX_IMAGE == f"ghcr.io/dsx-run/dsx:{__version__}"
-    assert images.WORKLOAD_IMAGE == f"ghcr.io/dsx-run/dsx-workload:{__version__}"
+    assert f"ghcr.io/dsx-run/dsx:{__version__}" == images.DSX_IMAGE
+    assert f"ghcr.io/dsx-run/dsx-workload:{__version__}" == images.WORKLOAD_IMAGE
 
 
 @pytest.mark.parametrize("name", sorted(CONTAINERFILES))
@@ -61,7 +65,7 @@ def test_containerfile_version_is_the_package_version(name: str) -> None:
     path = CONTAINERFILES[name]
     args = _args(path)
     assert args["VERSION"] == __version__, f"{path}: ARG VERSION={args['VERSION']}, dsx.__version__ is {__version__}"
-    labels = " ".join(rest for instruction, rest in _instructions(path) if instruction == "LABEL")
+    labels = _joined(path, {"LABEL"})
     assert f'org.opencontainers.image.title="{name}"' in labels
     assert 'org.opencontainers.image.version="${VERSION}"' in labels
     assert _instructions(path)[-2:] == [("ENTRYPOINT", '["dsx"]'), ("CMD", '["--help"]')]
@@ -75,16 +79,17 @@ def test_workload_image_is_built_on_the_dsx_image_of_the_same_version() -> None:
 
 
 def test_containerfiles_install_only_hash_checked_pins_and_the_versioned_wheel() -> None:
-    dsx = " ".join(rest for instruction, rest in _instructions(CONTAINERFILES["dsx"]) if instruction in {"COPY", "RUN"})
+    dsx = _joined(CONTAINERFILES["dsx"], {"COPY", "RUN"})
     assert "dist/dsx-${VERSION}-py3-none-any.whl" in dsx
     assert "--require-hashes" in dsx and "-r /opt/dsx-requirements/dsx.txt" in dsx
-    workload = " ".join(rest for instruction, rest in _instructions(CONTAINERFILES["dsx-workload"]) if instruction == "RUN")
+    workload = _joined(CONTAINERFILES["dsx-workload"], {"RUN"})
     assert "--require-hashes" in workload and "-r /opt/dsx-requirements/dsx-workload.txt" in workload
     for path in CONTAINERFILES.values():
         for instruction, rest in _instructions(path):
             if instruction == "RUN" and "pip install" in rest:
-                for command in rest.split("&&"):
-                    assert "pip install" not in command or "--no-deps" in command, f"{path}: {command.strip()}"
+                for command in [c for c in rest.split("&&") if "pip install" in c]:
+                    # no resolver and no index: the build installs exactly the wheels make image fetched
+                    assert "--no-deps" in command and "--no-index" in command, f"{path}: {command.strip()}"
 
 
 def test_make_image_tags_from_the_version_and_stays_out_of_make_test() -> None:

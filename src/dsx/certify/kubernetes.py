@@ -24,10 +24,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dsx.images import WORKLOAD_IMAGE
 from dsx.certify import catalog, workload
 from dsx.certify.executor import JobLauncher, RunOutcome, WorkloadRun
 from dsx.errors import DsxError, UnavailableError
+from dsx.images import WORKLOAD_IMAGE
 from dsx.model import certification as model
 
 CERTIFICATION_LABEL = "certify.dsx.run/certification"
