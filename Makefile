@@ -106,7 +106,7 @@ image-workload: image-dsx
 	$(IMAGE_WHEELS) -d build/image/wheels-workload -r build/image/dsx-workload.txt
 	$(IMAGE_BUILD) --build-arg DSX_IMAGE=$(IMAGE_REGISTRY)/dsx:$(VERSION) -f deploy/images/dsx-workload/Containerfile \
 	  -t $(IMAGE_REGISTRY)/dsx-workload:$(VERSION) .
-	@$(IMAGE_TOOL) images $(IMAGE_REGISTRY)/dsx:$(VERSION) $(IMAGE_REGISTRY)/dsx-workload:$(VERSION)
+	@$(IMAGE_TOOL) images $(IMAGE_REGISTRY)/dsx:$(VERSION) && $(IMAGE_TOOL) images $(IMAGE_REGISTRY)/dsx-workload:$(VERSION)
 
 # The certification report as a browser draws it: docs/images/certification-report.png (needs Chromium)
 screenshots: $(STAMP)
