@@ -77,8 +77,9 @@ BASE_IMAGE ?= localhost/dsx-base:bookworm
 # the wheels an image installs, fetched here (where pip's index, proxy and CA are configured) and
 # bind-mounted into the build, which then needs no network
 IMAGE_WHEELS := $(PIP) download --quiet --disable-pip-version-check --no-deps --require-hashes --only-binary=:all:
+SOURCE_DATE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_BUILD := $(IMAGE_TOOL) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(shell git rev-parse --short=12 HEAD 2>/dev/null) \
-  --timestamp $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+  --timestamp $(SOURCE_DATE_EPOCH) --build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH)
 
 # Debian bookworm's Python 3.11 and nothing else (a file target: made once, reused)
 build/image/rootfs.tar:
