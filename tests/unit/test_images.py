@@ -69,6 +69,8 @@ def test_containerfile_version_is_the_package_version(name: str) -> None:
     assert f'org.opencontainers.image.title="{name}"' in labels
     assert 'org.opencontainers.image.version="${VERSION}"' in labels
     assert _instructions(path)[-2:] == [("ENTRYPOINT", '["dsx"]'), ("CMD", '["--help"]')]
+    # the last commit's time reaches pip, which then writes .pyc files without install-time mtimes
+    assert ("ARG", "SOURCE_DATE_EPOCH") in _instructions(path)
 
 
 def test_workload_image_is_built_on_the_dsx_image_of_the_same_version() -> None:
@@ -97,6 +99,7 @@ def test_make_image_tags_from_the_version_and_stays_out_of_make_test() -> None:
     registry = re.search(r"^IMAGE_REGISTRY \?= (\S+)$", makefile, re.MULTILINE)
     assert registry is not None and registry.group(1) == images.REGISTRY
     assert "VERSION := $(shell sed -n 's/^__version__ = " in makefile and "src/dsx/__init__.py" in makefile
+    assert "--timestamp $(SOURCE_DATE_EPOCH) --build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH)" in makefile
     assert "-t $(IMAGE_REGISTRY)/dsx:$(VERSION)" in makefile
     assert "-t $(IMAGE_REGISTRY)/dsx-workload:$(VERSION)" in makefile
     test_rule = re.search(r"^test:(.*)$", makefile, re.MULTILINE)
