@@ -7,7 +7,8 @@ LOCK := requirements.lock
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-12)
 SOURCES := src tests bench hack
 
-.PHONY: demo test install lock lint typecheck deps unit fuzz bench control-plane screenshots dist clean
+.PHONY: demo test install lock lint typecheck deps unit fuzz bench control-plane screenshots dist image image-dsx \
+  image-workload image-base clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +68,52 @@ dist: $(STAMP)
 	rm -rf dist
 	$(PIP) wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation --wheel-dir dist .
 	@ls dist/*.whl
+
+# The images, tagged from dsx.__version__ (src/dsx/images.py names the same ones; a unit test keeps
+# the Containerfiles, the chart and the manifests in step): $(IMAGE_REGISTRY)/dsx:<version> (sentinel,
+# monitor, snapshot agent: dsx[all]) and $(IMAGE_REGISTRY)/dsx-workload:<version> (certify worker:
+# dsx[all,collectives], several GB of torch and CUDA). Never part of `make test`. The base is Debian
+# bookworm made with mmdebstrap (python3, python3-venv, ca-certificates), so no registry is pulled
+# from; BASE_IMAGE=docker.io/library/python:3.11-slim uses a pulled one instead. Push with
+# `$(IMAGE_TOOL) push $(IMAGE_REGISTRY)/dsx:<version>` (docs/container-images.md). IMAGE_TOOL: buildah or podman.
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/dsx/__init__.py)
+IMAGE_REGISTRY ?= ghcr.io/dsx-run
+IMAGE_TOOL ?= buildah
+BASE_IMAGE ?= localhost/dsx-base:bookworm
+# the wheels an image installs, fetched here (where pip's index, proxy and CA are configured) and
+# bind-mounted into the build, which then needs no network
+IMAGE_WHEELS := $(PIP) download --quiet --disable-pip-version-check --no-deps --require-hashes --only-binary=:all:
+SOURCE_DATE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_BUILD := $(IMAGE_TOOL) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(shell git rev-parse --short=12 HEAD 2>/dev/null) \
+  --timestamp $(SOURCE_DATE_EPOCH) --build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH)
+
+# Debian bookworm's Python 3.11 and nothing else (a file target: made once, reused)
+build/image/rootfs.tar:
+	mkdir -p build/image
+	mmdebstrap --variant=minbase --format=tar --include=python3,python3-venv,ca-certificates bookworm $@.tmp
+	mv $@.tmp $@
+
+image-base:
+	@if [ "$(BASE_IMAGE)" = localhost/dsx-base:bookworm ] && ! $(IMAGE_TOOL) inspect --type image $(BASE_IMAGE) >/dev/null 2>&1; then \
+	  $(MAKE) build/image/rootfs.tar && \
+	  if [ "$(IMAGE_TOOL)" = podman ]; then podman import build/image/rootfs.tar $(BASE_IMAGE); \
+	  else c=$$(buildah from scratch) && buildah add $$c build/image/rootfs.tar / && buildah commit --rm $$c $(BASE_IMAGE); fi; \
+	fi
+
+image: image-dsx image-workload
+
+image-dsx: dist image-base
+	mkdir -p build/image
+	$(PY) hack/image-requirements.py all > build/image/dsx.txt
+	$(IMAGE_WHEELS) -d build/image/wheels-dsx -r build/image/dsx.txt
+	$(IMAGE_BUILD) --build-arg BASE_IMAGE=$(BASE_IMAGE) -f deploy/images/dsx/Containerfile -t $(IMAGE_REGISTRY)/dsx:$(VERSION) .
+
+image-workload: image-dsx
+	$(PY) hack/image-requirements.py all,collectives --minus all > build/image/dsx-workload.txt
+	$(IMAGE_WHEELS) -d build/image/wheels-workload -r build/image/dsx-workload.txt
+	$(IMAGE_BUILD) --build-arg DSX_IMAGE=$(IMAGE_REGISTRY)/dsx:$(VERSION) -f deploy/images/dsx-workload/Containerfile \
+	  -t $(IMAGE_REGISTRY)/dsx-workload:$(VERSION) .
+	@$(IMAGE_TOOL) images $(IMAGE_REGISTRY)/dsx:$(VERSION) && $(IMAGE_TOOL) images $(IMAGE_REGISTRY)/dsx-workload:$(VERSION)
 
 # The certification report as a browser draws it: docs/images/certification-report.png (needs Chromium)
 screenshots: $(STAMP)

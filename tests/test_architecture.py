@@ -28,6 +28,7 @@ PACKAGE_TIER = {
     "cel": "foundation",
     "interrupts": "foundation",
     "logs": "foundation",
+    "images": "foundation",
     "recipes": "domain",
     "bundles": "domain",
     "signing": "domain",

@@ -24,10 +24,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dsx import __version__
 from dsx.certify import catalog, workload
 from dsx.certify.executor import JobLauncher, RunOutcome, WorkloadRun
 from dsx.errors import DsxError, UnavailableError
+from dsx.images import WORKLOAD_IMAGE
 from dsx.model import certification as model
 
 CERTIFICATION_LABEL = "certify.dsx.run/certification"
@@ -38,7 +38,7 @@ WORKLOAD_ANNOTATION = "certify.dsx.run/workload-run"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
 RENDEZVOUS_PORT = 29500
-DEFAULT_IMAGE = f"ghcr.io/dsx-run/dsx-workload:{__version__}"
+DEFAULT_IMAGE = WORKLOAD_IMAGE
 """An image with dsx[collectives] (torch with CUDA) installed; `--image` names another."""
 TTL_SECONDS_AFTER_FINISHED = 3600
 """A safety net: finished Jobs go even if every cleanup path of this process was cut short."""
