@@ -254,10 +254,20 @@ class Steps:
         from dsx.model.health import NodeState
 
         seconds = self._wait_for(NodeState.QUARANTINED, QUARANTINE_TIMEOUT_SECONDS)
-        node = self._node()
-        taints = [t for t in health_nodes.taints(node) if str(t.get("key", "")).startswith(health_nodes.PREFIX)]
-        if not health_nodes.unschedulable(node) or not taints:
-            raise journal.StepFailedError(f"{self.node} is in quarantine in the store but not cordoned and tainted")
+        # the sentinel records the transition before it writes the node (crash safety), so the
+        # cordon may follow the store by a moment: wait for it, within the same budget
+        deadline = time.monotonic() + QUARANTINE_TIMEOUT_SECONDS
+        while True:
+            node = self._node()
+            taints = [t for t in health_nodes.taints(node) if str(t.get("key", "")).startswith(health_nodes.PREFIX)]
+            if health_nodes.unschedulable(node) and taints:
+                break
+            if time.monotonic() > deadline:
+                raise journal.StepFailedError(
+                    f"{self.node} is in quarantine in the store but not cordoned and tainted "
+                    f"within {QUARANTINE_TIMEOUT_SECONDS:.0f} s"
+                )
+            time.sleep(POLL_SECONDS)
         shown = ", ".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints)
         reason = health_nodes.annotations_of(node).get(health_nodes.REASON_ANNOTATION, "")
         rule = reason.split(":", 1)[0]

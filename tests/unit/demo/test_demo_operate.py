@@ -52,3 +52,27 @@ def test_sentinel_actions_become_timeline_entries() -> None:
         "gpu-node-02",
         "sentinel quarantine: cordon gpu-node-02",
     )
+
+
+def test_quarantine_waits_for_the_cordon_that_follows_the_store_transition(monkeypatch) -> None:
+    """The sentinel records QUARANTINED before it writes the node; the demo must not read the node in between."""
+    from dsx.health import nodes as health_nodes
+
+    plain = {"metadata": {"name": "gpu-node-02", "annotations": {}}, "spec": {}}
+    cordoned = {
+        "metadata": {"name": "gpu-node-02", "annotations": {health_nodes.REASON_ANNOTATION: "fatal-gpu-fault: xid 79"}},
+        "spec": {
+            "unschedulable": True,
+            "taints": [{"key": f"{health_nodes.PREFIX}/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}],
+        },
+    }
+    reads = iter([plain, plain, cordoned])
+    steps = operate.Steps.__new__(operate.Steps)
+    steps.node = "gpu-node-02"
+    monkeypatch.setattr(steps, "_wait_for", lambda *_: 0.4, raising=False)
+    monkeypatch.setattr(steps, "_node", lambda: next(reads), raising=False)
+    monkeypatch.setattr(steps, "_event", lambda: "event KernelLogXid 79", raising=False)
+    monkeypatch.setattr(operate, "POLL_SECONDS", 0.0)
+    said = steps._quarantined()
+    assert said.startswith("gpu-node-02 cordoned and tainted sentinel.dsx.run/quarantined=gpu-fault:NoSchedule")
+    assert "rule fatal-gpu-fault" in said
