@@ -107,9 +107,12 @@ def connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=5)
 
 
-def test_fifty_clients_trickling_headers_do_not_stop_healthz(start: Start) -> None:
+@pytest.mark.parametrize(("clients", "settle_seconds"), [(50, 0.0), (300, 2.0)])
+def test_clients_trickling_headers_do_not_stop_healthz(start: Start, clients: int, settle_seconds: float) -> None:
+    """300 is more than the 128-connection bound: a newcomer takes the slot of the one that waited
+    longest for its headers, so the probe is served, not refused."""
     port = start(server.ServerLimits())
-    slow = [connect(port) for _ in range(50)]
+    slow = [connect(port) for _ in range(clients)]
     request = b"GET /healthz HTTP/1.1\r\nHost: dsx\r\nX-Slow: " + b"z" * 200
     stop = threading.Event()
 
@@ -125,40 +128,7 @@ def test_fifty_clients_trickling_headers_do_not_stop_healthz(start: Start) -> No
     sender = threading.Thread(target=trickle)
     sender.start()
     try:
-        for _ in range(10):
-            began = time.monotonic()
-            status, body = get(port, "/healthz", timeout=2)
-            assert (status, body.strip()) == (200, b"ok")
-            assert time.monotonic() - began < 2.0
-            time.sleep(0.1)
-    finally:
-        stop.set()
-        sender.join()
-        for sock in slow:
-            sock.close()
-
-
-def test_three_hundred_slow_clients_do_not_stop_healthz(start: Start) -> None:
-    """More slow clients than the 128-connection bound: a newcomer takes the slot of the one that
-    waited longest for its headers, so the probe is served, not refused."""
-    port = start(server.ServerLimits())
-    slow = [connect(port) for _ in range(300)]
-    request = b"GET /healthz HTTP/1.1\r\nHost: dsx\r\nX-Slow: " + b"z" * 200
-    stop = threading.Event()
-
-    def trickle() -> None:
-        position = 0
-        while not stop.is_set() and position < len(request):
-            for sock in slow:
-                with contextlib.suppress(OSError):
-                    sock.sendall(request[position : position + 1])
-            position += 1
-            stop.wait(0.05)
-
-    sender = threading.Thread(target=trickle)
-    sender.start()
-    try:
-        time.sleep(2.0)  # request lines complete, headers still trickling: these are waiting too
+        time.sleep(settle_seconds)  # request lines complete, headers still trickling: these are waiting too
         for _ in range(10):
             began = time.monotonic()
             status, body = get(port, "/healthz", timeout=2)
