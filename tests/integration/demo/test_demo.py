@@ -105,7 +105,15 @@ def test_an_interrupted_demo_cleans_up(tmp_path: Path) -> None:
     name = "it-demo-int"
     out = tmp_path / "demo-out"
     argv = [sys.executable, "-m", "dsx", "demo", "--output", str(out), "--name", name]
-    demo = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A shell without job control starts background jobs with SIGINT ignored, and Python keeps an
+    # inherited SIG_IGN; the child must take Ctrl-C as a terminal user's demo would.
+    demo = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     seen = []
     try:
         assert demo.stderr is not None
