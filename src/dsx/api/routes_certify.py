@@ -78,7 +78,7 @@ def _execute(run: _Run, spec: model.Certification) -> None:
     from datetime import UTC, datetime
 
     from dsx.certify import calibration, engine, reports
-    from dsx.certify.local.executor import LocalExecutor
+    from dsx.executors.local.executor import LocalExecutor
 
     try:
         assert spec.target.node_count is not None

@@ -16,7 +16,7 @@ from typing import Any
 
 from dsx.certify import catalog, thresholds
 from dsx.certify.executor import RunOutcome
-from dsx.certify.local import worker
+from dsx.executors.local import worker
 from dsx.certify.parsing import nccl, profiles, training
 from dsx.model import certification as model
 

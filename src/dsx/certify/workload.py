@@ -1,6 +1,6 @@
 """The worker's command line for one run: the same program locally and in a pod.
 
-`python -m dsx.certify.local.worker run ...` is one rank whatever runs it: the local executor
+`python -m dsx.executors.local.worker run ...` is one rank whatever runs it: the local executor
 forks it, the Kubernetes executor starts it under torchrun in each node's pod. Local runs use
 the category's CPU-sized sweep and training shape; clusters use the published ones.
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 from dsx.certify import catalog
 from dsx.model import certification as model
 
-WORKER_MODULE = "dsx.certify.local.worker"
+WORKER_MODULE = "dsx.executors.local.worker"
 WORKER_DATA_TYPES = frozenset({"float", "double", "uint8", "int32"})
 """Element types the worker validates exactly; other catalog types run as float."""
 
 
 def worker_args(category: catalog.Category, timeouts: model.Timeouts, *, local: bool) -> list[str]:
-    """Arguments after `python -m dsx.certify.local.worker`."""
+    """Arguments after `python -m dsx.executors.local.worker`."""
     timeout = str(int(timeouts.run_timeout_seconds) + 5)
     if category.workload is model.WorkloadKind.TRAINING:
         shape = (category.local_training if local else None) or category.training

@@ -143,7 +143,7 @@ def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
 
     from dsx import serialization
     from dsx.certify import engine
-    from dsx.certify.local.executor import LocalExecutor
+    from dsx.executors.local.executor import LocalExecutor
     from dsx.cli import output
     from dsx.errors import BadInputError
     from dsx.model import certification as model
@@ -181,7 +181,8 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
     from dataclasses import replace
 
     from dsx import serialization
-    from dsx.certify import engine, kubernetes
+    from dsx.certify import engine
+    from dsx.executors import kubernetes
     from dsx.cli import output
     from dsx.errors import BadInputError
     from dsx.kube import certify_jobs, jobs

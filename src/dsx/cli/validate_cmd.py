@@ -81,7 +81,8 @@ def kubernetes_certify(client: Any, launcher: Any, *, namespace: str, image: str
     def certify(block: Mapping[str, Any], snap: Any) -> Any:
         from dataclasses import replace
 
-        from dsx.certify import engine, kubernetes
+        from dsx.certify import engine
+        from dsx.executors import kubernetes
         from dsx.kube import certify_jobs
 
         spec = _certification(block)
@@ -114,7 +115,7 @@ def local_certify(block: Mapping[str, Any], snap: Any) -> Any:
     from dataclasses import replace
 
     from dsx.certify import engine
-    from dsx.certify.local.executor import LocalExecutor
+    from dsx.executors.local.executor import LocalExecutor
     from dsx.model import certification as model
     from dsx.validation import performance
 

@@ -27,7 +27,7 @@ from dsx.bundles import render, tree
 from dsx.bundles.options import BundleOptions, Deployer
 from dsx.certify import engine
 from dsx.certify import reports as certify_reports
-from dsx.certify.local import executor as local_executor
+from dsx.executors.local import executor as local_executor
 from dsx.demo import install, journal, operate
 from dsx.kube.client import KubeClient, Taint
 from dsx.model import certification as certification_model

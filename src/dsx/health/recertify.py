@@ -95,7 +95,7 @@ class ClusterRecertifier:
         self.tolerations = tuple(tolerations)
 
     def recertify(self, request: RecertificationRequest) -> RecertificationResult:
-        from dsx.certify import kubernetes
+        from dsx.executors import kubernetes
 
         found = {n.name: n for n in self.read_nodes()}
         detail: dict[str, Any] = {
@@ -143,7 +143,7 @@ class LocalRecertifier:
         self.python = python
 
     def recertify(self, request: RecertificationRequest) -> RecertificationResult:
-        from dsx.certify.local.executor import LocalExecutor
+        from dsx.executors.local.executor import LocalExecutor
 
         members = (request.node_name, *request.peers)
         local = {name: f"node-{index}" for index, name in enumerate(members)}

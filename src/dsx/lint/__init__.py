@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dsx.lint.check import lint_recipe
 from dsx.lint.report import Finding, FindingKind, LintReport, NotLinted
-from dsx.lint.sources import ChartSource, ChartUnavailable, default_source
+from dsx.charts.sources import ChartSource, ChartUnavailable, default_source
 
 __all__ = [
     "ChartSource",

@@ -20,7 +20,8 @@ from typing import Any
 import jsonschema
 
 from dsx.lint import chart as chart_data
-from dsx.lint import report, sources, suggest
+from dsx.lint import report, suggest
+from dsx.charts import sources
 from dsx.lint.chart import ChartData, KeyPath, dotted
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsx.health.eventstore import EventStore
-from dsx.health.inmemory import InMemoryEventStore
+from dsx.testing.inmemory import InMemoryEventStore
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, RecommendedAction
 from dsx.store import open_store
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from dsx.health.eventstore import StageOutcome, StageStatus
-from dsx.health.inmemory import InMemoryEventStore
+from dsx.testing.inmemory import InMemoryEventStore
 from dsx.store.sqlite import SqliteEventStore
 
 from .conftest import FakeClock, make_event

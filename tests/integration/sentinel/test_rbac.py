@@ -18,7 +18,8 @@ from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectRul
 from lightkube.resources.authorization_v1 import SelfSubjectRulesReview, SubjectAccessReview
 
 from dsx import serialization
-from dsx.certify import catalog, kubernetes
+from dsx.certify import catalog
+from dsx.executors import kubernetes
 from dsx.certify.executor import WorkloadRun
 from dsx.controllers.kube_nodes import KubeNodeOps
 from dsx.errors import ForbiddenError

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from dsx import serialization
-from dsx.certify import kubernetes
+from dsx.executors import kubernetes
 from dsx.cli import validate_cmd
 from dsx.cli.main import main
 from dsx.kube.client import KubeClient

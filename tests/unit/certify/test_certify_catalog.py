@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dsx.certify import catalog, thresholds
-from dsx.certify.local import executor as local_executor
+from dsx.executors.local import executor as local_executor
 from dsx.errors import BadInputError, CatalogError, NotFoundError
 from dsx.model import certification as model
 

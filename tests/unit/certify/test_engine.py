@@ -8,7 +8,7 @@ import pytest
 
 from dsx.certify import calibration, catalog, engine
 from dsx.certify.executor import Purpose
-from dsx.certify.fake_executor import FakeExecutor
+from dsx.testing.fake_executor import FakeExecutor
 from dsx.errors import BadInputError, NotFoundError
 from dsx.model import certification as model
 

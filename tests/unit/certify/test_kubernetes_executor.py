@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dsx.certify import catalog, engine, kubernetes
+from dsx.certify import catalog, engine
+from dsx.executors import kubernetes
 from dsx.certify.executor import WorkloadRun
-from dsx.certify.fake_executor import FakeJobLauncher
+from dsx.testing.fake_executor import FakeJobLauncher
 from dsx.errors import UnavailableError
 from dsx.model import certification as model
 

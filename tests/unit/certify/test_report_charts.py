@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dsx.certify import engine, reports
-from dsx.certify.fake_executor import FakeExecutor
+from dsx.testing.fake_executor import FakeExecutor
 from dsx.certify.reports import judged
 from dsx.model import certification as model
 

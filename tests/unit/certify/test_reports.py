@@ -10,7 +10,7 @@ from dataclasses import replace
 from html.parser import HTMLParser
 
 from dsx.certify import engine, reports
-from dsx.certify.fake_executor import FakeExecutor
+from dsx.testing.fake_executor import FakeExecutor
 from dsx.model import certification as model
 
 SPEC = model.Certification(

@@ -15,7 +15,7 @@ from dsx.errors import BadInputError
 from dsx.health import analyzer
 from dsx.health.analyzer import Analyzer, AnalyzerStage
 from dsx.health.eventstore import StageStatus
-from dsx.health.inmemory import InMemoryEventStore
+from dsx.testing.inmemory import InMemoryEventStore
 from dsx.model.health import (
     NODE_REMEDIATED_CHECK,
     ComponentClass,

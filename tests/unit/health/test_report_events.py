@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dsx.health.gpu_reports import FindingKind
-from dsx.health.inmemory import InMemoryEventStore
+from dsx.testing.inmemory import InMemoryEventStore
 from dsx.health.monitors import reports
 from dsx.model.health import EntityType, HealthEvent, ProcessingStrategy, RecommendedAction
 

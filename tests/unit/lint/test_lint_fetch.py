@@ -21,7 +21,8 @@ import pytest
 
 from dsx import serialization
 from dsx.errors import BadInputError
-from dsx.lint import archive, check, fetch, sources
+from dsx.lint import check
+from dsx.charts import archive, fetch, sources
 from dsx.model.recipe import ComponentRef, Recipe
 
 TOKEN = "anonymous-pull-token"

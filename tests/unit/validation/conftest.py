@@ -11,7 +11,8 @@ import pytest
 
 from dsx import serialization
 from dsx.model import recipe, snapshot
-from dsx.validation import cluster_snapshot, helm_storage, host_snapshot, reading
+from dsx.validation import cluster_snapshot, helm_storage, reading
+from dsx.host import snapshot as host_snapshot
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "validation"
 

@@ -11,7 +11,7 @@ import pytest
 from dsx import serialization
 from dsx.errors import BadInputError, NotFoundError, UnavailableError
 from dsx.model import snapshot
-from dsx.validation import host_snapshot
+from dsx.host import snapshot as host_snapshot
 
 
 def smi_from(path: Path) -> host_snapshot.NvidiaSmi:

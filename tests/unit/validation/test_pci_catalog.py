@@ -7,7 +7,7 @@ import re
 
 from dsx import catalog, serialization
 from dsx.model import criteria
-from dsx.validation import host_snapshot
+from dsx.host import snapshot as host_snapshot
 
 
 def test_device_ids_are_unique_lowercase_hex() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dsx.certify import engine
-from dsx.certify.fake_executor import FakeExecutor
+from dsx.testing.fake_executor import FakeExecutor
 from dsx.errors import UnavailableError
 from dsx.model import certification as model
 from dsx.model import recipe, snapshot

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dsx import logs
-from dsx.certify.fake_executor import FakeJobLauncher
+from dsx.testing.fake_executor import FakeJobLauncher
 from dsx.cli.main import main
 from dsx.controllers import sentinel_wiring
 from dsx.errors import BadInputError

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dsx.health import nodes, remediation
-from dsx.health.inmemory_nodes import InMemoryNodeOps
+from dsx.testing.inmemory_nodes import InMemoryNodeOps
 from dsx.health.policy import PIPELINE
 from dsx.health.ports import NodeChange, RemediationKind, RemediationRequest
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState, RecommendedAction

@@ -117,7 +117,7 @@ def default_source(
     if offline:
         chain.append(_Offline())
     else:
-        from dsx.lint import fetch
+        from dsx.charts import fetch
 
         chain.append(fetch.RepositoryFetcher(cache))
     return ChainSource(chain)

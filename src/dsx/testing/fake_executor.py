@@ -20,7 +20,7 @@ from typing import Any
 
 from dsx.certify import collectives
 from dsx.certify.executor import Purpose, RunOutcome, WorkloadRun
-from dsx.certify.local import worker
+from dsx.executors.local import worker
 from dsx.certify.parsing import nccl, training
 from dsx.model import certification as model
 
