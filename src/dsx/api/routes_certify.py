@@ -57,7 +57,7 @@ class _Registry:
 
 
 def _spec(body: CertificationBody) -> model.Certification:
-    from dsx.certify import catalog
+    from dsx.model import certify_catalog as catalog
 
     for name in body.categories:
         catalog.get(name)

@@ -7,10 +7,16 @@ the category's CPU-sized sweep and training shape; clusters use the published on
 
 from __future__ import annotations
 
-from dsx.certify import catalog
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 WORKER_MODULE = "dsx.executors.local.worker"
+CRASH_EXIT_CODE = 134
+"""What a rank killed by an abort reports through a shell (128 + SIGABRT)."""
+
+WRONG_RESULTS_MARKER = "replicas out of sync"
+"""The worker's line when training replicas drifted apart; the judge (`measure`) looks for it."""
+
 WORKER_DATA_TYPES = frozenset({"float", "double", "uint8", "int32"})
 """Element types the worker validates exactly; other catalog types run as float."""
 

@@ -24,8 +24,8 @@ from email.message import Message
 from pathlib import Path
 from typing import Any
 
-from dsx.errors import BadInputError
 from dsx.charts import archive, sources
+from dsx.errors import BadInputError
 from dsx.lint import chart as chart_data
 from dsx.model.recipe import ComponentRef
 

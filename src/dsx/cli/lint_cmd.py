@@ -46,7 +46,7 @@ def lint(
     recipe = recipe_cmd.recipe_or_criteria(recipe_path, params)
     from dsx.charts import sources
 
-    source = dsx.lint.default_source(charts_dir, offline=offline)
+    source = sources.default_source(charts_dir, offline=offline)
     report = dsx.lint.lint_recipe(recipe, source)
     cli_output.emit(report.to_dict(), fmt, output, table=lambda _: report.text())
     reason = sources.offline_reason(source)

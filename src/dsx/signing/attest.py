@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from dsx import atomic, serialization
-from dsx.bundles import layout
-from dsx.bundles.tree import FileTree, read_tree
 from dsx.errors import BadInputError, CheckFailedError
+from dsx.file_tree import FileTree, read_tree
+from dsx.model import bundle_layout as layout
 from dsx.signing import provenance, sigstore, verify
 from dsx.signing.dsse import Envelope
 from dsx.signing.signer import Signer

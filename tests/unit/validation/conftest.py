@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from dsx import serialization
+from dsx.host import snapshot as host_snapshot
 from dsx.model import recipe, snapshot
 from dsx.validation import cluster_snapshot, helm_storage, reading
-from dsx.host import snapshot as host_snapshot
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "validation"
 

@@ -41,14 +41,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from dsx.certify import collectives
+from dsx.certify import collectives, workload
 from dsx.certify.parsing import nccl, training
 from dsx.model.certification import Collective, FaultKind
 
-CRASH_EXIT_CODE = 134
-"""What a rank killed by an abort reports through a shell (128 + SIGABRT)."""
-
-WRONG_RESULTS_MARKER = "replicas out of sync"
+CRASH_EXIT_CODE = workload.CRASH_EXIT_CODE
+WRONG_RESULTS_MARKER = workload.WRONG_RESULTS_MARKER
 
 
 def main(argv: Sequence[str] | None = None) -> int:

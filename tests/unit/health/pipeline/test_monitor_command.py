@@ -14,8 +14,8 @@ from dsx.api import security
 from dsx.cli.main import main
 from dsx.controllers import http, telemetry
 from dsx.health import ingest, pipeline_status
-from dsx.testing.inmemory import InMemoryEventStore
 from dsx.store import open_store
+from dsx.testing.inmemory import InMemoryEventStore
 
 TOKEN = "monitor-test-token-0123456789"
 LINES = [
