@@ -14,13 +14,12 @@ from dsx.errors import BadInputError
 from dsx.model import recipe, snapshot
 from dsx.signing import dsse, keys, signer, statement, verify
 from dsx.signing.verdict import TrustLevel
-from dsx.validation import attestation, cluster_snapshot, reading, reports, results, run
+from dsx.testing.cluster_reader import FakeClusterReader
+from dsx.validation import attestation, cluster_snapshot, reports, results, run
 
 
 @pytest.fixture
-def evidence(
-    tmp_path: Path, cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
-) -> dict[str, Path]:
+def evidence(tmp_path: Path, cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> dict[str, Path]:
     snap = cluster_snapshot.collect(healthy_cluster, generator="dsx/test", captured_at="2026-02-02T15:00:00Z")
     report = run.validate(
         cluster_recipe, snap, phases=results.PHASE_ORDER[:3], reader=healthy_cluster, generator="dsx/0.1.0"
