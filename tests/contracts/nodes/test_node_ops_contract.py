@@ -72,9 +72,7 @@ def _ours(node: dict[str, Any]) -> tuple[dict[str, str], dict[str, str], bool, l
         {k: v for k, v in (metadata.get("labels") or {}).items() if k.startswith(OURS)},
         {k: v for k, v in (metadata.get("annotations") or {}).items() if k.startswith(OURS)},
         bool(spec.get("unschedulable")),
-        sorted(
-            (t["key"], t["effect"], t.get("value", "")) for t in spec.get("taints") or [] if t["key"].startswith(OURS)
-        ),
+        sorted((t["key"], t["effect"], t.get("value", "")) for t in taints),
     )
 
 
