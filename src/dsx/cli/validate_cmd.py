@@ -236,6 +236,7 @@ def validate(
 
     from dsx import serialization
     from dsx.model import recipe as recipe_model
+    from dsx.signing import attest as signing_attest
     from dsx.validation import attestation, reports, run
 
     phases = _phases(phase_values)
@@ -286,7 +287,8 @@ def validate(
         cli_output.write(serialization.dump_yaml(snap.to_dict()), str(snapshot_file))
         recipe_file = _copy_beside(Path(recipe_path), report_file.with_name(f"{stem}.recipe.yaml"))
         subjects = {"recipe": recipe_file, "snapshot": snapshot_file, "report": report_file}
-        written = attestation.attest(report_file, subjects, report, snap, signer, validator=validator)
+        claims = attestation.predicate(report, snap, validator=validator, key_id=signer.key_id)
+        written = signing_attest.attest_beside(report_file, subjects, attestation.PREDICATE_TYPE, claims, signer)
         for path, text in written.items():
             cli_output.write(text, str(path))
         click.echo(

@@ -294,7 +294,8 @@ class Demo:
         recipe_copy = report_file.with_name("report.recipe.yaml")
         shutil.copyfile(self.path(Artifact.RECIPE), recipe_copy)
         subjects = {"recipe": recipe_copy, "snapshot": snapshot_file, "report": report_file}
-        sidecars = attestation.attest(report_file, subjects, report, snap, self.signer, validator=VALIDATOR)
+        claims = attestation.predicate(report, snap, validator=VALIDATOR, key_id=self.signer.key_id)
+        sidecars = attest.attest_beside(report_file, subjects, attestation.PREDICATE_TYPE, claims, self.signer)
         for sidecar, text in sidecars.items():
             sidecar.write_text(text, encoding="utf-8")
         self.artifact("validationReport", Artifact.VALIDATION)
