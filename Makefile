@@ -7,7 +7,7 @@ LOCK := requirements.lock
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-12)
 SOURCES := src tests bench hack
 
-.PHONY: demo test install lock lint typecheck deps unit fuzz bench control-plane screenshots dist image image-dsx \
+.PHONY: demo test install lock lint typecheck deps imports unit fuzz bench control-plane screenshots dist image image-dsx \
   image-workload image-base clean
 
 $(PY):
@@ -48,7 +48,11 @@ typecheck: $(STAMP)
 deps: $(STAMP)
 	$(VENV)/bin/deptry src tests bench hack
 
-test: lint typecheck deps control-plane
+# the import rules of docs/architecture.md (.importlinter): tiers, independent domains, confined clients
+imports: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache
+
+test: lint typecheck deps imports control-plane
 	$(PY) -m pytest -p no:cacheprovider
 
 unit: $(STAMP)

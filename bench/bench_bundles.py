@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from dsx.bundles import render, tree
+from dsx import file_tree as tree
+from dsx.bundles import render
 from dsx.bundles.options import Deployer
 from dsx.model import criteria as criteria_model
 from dsx.model.recipe import Recipe

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from dsx.certify import engine, isolation, simulated_fabric
+from dsx.certify import engine, isolation
+from dsx.testing import simulated_fabric
 
 SEEDS = 20
 

@@ -23,7 +23,8 @@ from dsx import serialization
 from dsx.model import criteria as criteria_model
 from dsx.model import recipe as recipe_model
 from dsx.recipes import catalog, resolve
-from dsx.validation import cluster_snapshot, drift, helm_storage, reading, results, run
+from dsx.testing.cluster_reader import FakeClusterReader
+from dsx.validation import cluster_snapshot, drift, helm_storage, results, run
 
 QUERY = {"service": "eks", "accelerator": "h100", "os": "ubuntu", "intent": "training", "platform": "kubeflow"}
 NODES = 1000
@@ -95,8 +96,8 @@ def _workload(kind: str, namespace: str, name: str, image: str) -> dict[str, Any
     }
 
 
-def synthetic_cluster(target: recipe_model.Recipe) -> reading.FakeClusterReader:
-    reader = reading.FakeClusterReader(version="v1.34.1")
+def synthetic_cluster(target: recipe_model.Recipe) -> FakeClusterReader:
+    reader = FakeClusterReader(version="v1.34.1")
     reader.add(*(_node(i) for i in range(NODES)))
     for component in target.component_refs:
         image = f"registry.example/{component.name}:{component.version}"

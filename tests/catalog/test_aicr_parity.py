@@ -12,7 +12,8 @@ from types import ModuleType
 import pytest
 import yaml
 
-from dsx.lint import check, sources
+from dsx.charts import sources
+from dsx.lint import check
 from dsx.model import criteria as criteria_model
 from dsx.recipes import catalog, resolve
 

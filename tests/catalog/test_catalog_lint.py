@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from dsx.charts import sources
 from dsx.cli import main as cli_main
-from dsx.lint import check, sources
+from dsx.lint import check
 from dsx.lint import report as lint_report
 from dsx.model import criteria as criteria_model
 from dsx.model.recipe import ComponentRef, ComponentType

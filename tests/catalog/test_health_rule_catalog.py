@@ -4,7 +4,8 @@ each rule exists, and stay consistent with the checks the monitors actually emit
 from __future__ import annotations
 
 from dsx.health import analyzer
-from dsx.health.monitors import kernel_log, kube_objects, nvml
+from dsx.health.monitors import kube_objects
+from dsx.host import kernel_log, nvml
 from dsx.model.health import NODE_REMEDIATED_CHECK, RecommendedAction
 
 KNOWN_CHECKS = {

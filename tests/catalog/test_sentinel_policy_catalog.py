@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from dsx import serialization
-from dsx.certify import catalog as certify_catalog
 from dsx.health import incidents, nodes, policy, quarantine
-from dsx.health.monitors import kernel_log
+from dsx.host import kernel_log
+from dsx.model import certify_catalog as certify_catalog
 from dsx.model.certification import Scale
 from dsx.model.health import (
     ComponentClass,

@@ -27,11 +27,11 @@ from dsx import catalog as catalog_data
 from dsx.bundles import render
 from dsx.bundles.options import Deployer
 from dsx.certify import calibration
-from dsx.certify import catalog as certify_catalog
 from dsx.cli import output
 from dsx.errors import BadInputError, CatalogError, DsxError
 from dsx.health import analyzer, policy
 from dsx.health.monitors import kube_objects
+from dsx.model import certify_catalog as certify_catalog
 from dsx.model.recipe import Recipe
 from dsx.model.snapshot import Snapshot
 from dsx.recipes import catalog

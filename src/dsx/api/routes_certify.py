@@ -57,7 +57,7 @@ class _Registry:
 
 
 def _spec(body: CertificationBody) -> model.Certification:
-    from dsx.certify import catalog
+    from dsx.model import certify_catalog as catalog
 
     for name in body.categories:
         catalog.get(name)
@@ -78,7 +78,7 @@ def _execute(run: _Run, spec: model.Certification) -> None:
     from datetime import UTC, datetime
 
     from dsx.certify import calibration, engine, reports
-    from dsx.certify.local.executor import LocalExecutor
+    from dsx.executors.local.executor import LocalExecutor
 
     try:
         assert spec.target.node_count is not None

@@ -12,7 +12,7 @@ from typing import Any
 from dsx import serialization
 from dsx.bundles import components, readme
 from dsx.bundles.options import GITOPS_NAMESPACE_ARGOCD, BundleOptions
-from dsx.bundles.tree import FileTree
+from dsx.file_tree import FileTree
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
 API_VERSION = "argoproj.io/v1alpha1"

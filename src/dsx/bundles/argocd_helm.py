@@ -14,7 +14,7 @@ from typing import Any
 from dsx import __version__, serialization
 from dsx.bundles import argocd, components, readme
 from dsx.bundles.options import GITOPS_NAMESPACE_ARGOCD, BundleOptions
-from dsx.bundles.tree import FileTree
+from dsx.file_tree import FileTree
 from dsx.model.recipe import ComponentType, Recipe
 
 TEMPLATE = """\

@@ -11,8 +11,8 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from dsx.bundles import layout
 from dsx.errors import BadInputError
+from dsx.model import bundle_layout as layout
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -15,7 +15,7 @@ from typing import Any
 from dsx import serialization
 from dsx.bundles import components, readme
 from dsx.bundles.options import GITOPS_NAMESPACE_FLUX, BundleOptions
-from dsx.bundles.tree import FileTree
+from dsx.file_tree import FileTree
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
 HELM_API = "helm.toolkit.fluxcd.io/v2"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dsx import serialization
 from dsx.bundles import readme, scripts
 from dsx.bundles.options import HELM_TIMEOUT, BundleOptions
-from dsx.bundles.tree import FileTree
+from dsx.file_tree import FileTree
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from dsx import serialization
 from dsx.bundles import components, readme
 from dsx.bundles.options import BundleOptions
-from dsx.bundles.tree import FileTree
+from dsx.file_tree import FileTree
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
 HELMFILE = "helmfile.yaml"

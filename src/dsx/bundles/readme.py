@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dsx.bundles import layout
 from dsx.bundles.options import BundleOptions
+from dsx.model import bundle_layout as layout
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
 

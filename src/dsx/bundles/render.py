@@ -13,10 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 from dsx import serialization
-from dsx.bundles import argocd, argocd_helm, checksums, components, flux, helm, helmfile, layout, overrides
+from dsx.bundles import argocd, argocd_helm, components, flux, helm, helmfile, overrides
 from dsx.bundles.options import BundleOptions, Deployer
-from dsx.bundles.tree import FileTree
 from dsx.errors import InternalError
+from dsx.file_tree import FileTree
+from dsx.model import bundle_layout as layout
+from dsx.model import checksums
 from dsx.model.recipe import Recipe
 
 RENDERERS: dict[Deployer, Callable[[Recipe, BundleOptions], FileTree]] = {

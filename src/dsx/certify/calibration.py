@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dsx import serialization
-from dsx.certify import catalog
 from dsx.errors import BadInputError, allowed_values_message
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 KIND = "CertificationCalibration"
 

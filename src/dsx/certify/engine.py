@@ -25,10 +25,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dsx.certify import calibration, catalog, grouping, isolation, measure, thresholds
+from dsx.certify import calibration, grouping, isolation, measure, thresholds
 from dsx.certify.executor import Executor, Purpose, WorkloadRun
 from dsx.errors import BadInputError, UnavailableError
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 LOWER_IS_BETTER = frozenset({model.Metric.AVG_STEP_TIME_SECONDS})
 CALIBRATION_RUNS = 2

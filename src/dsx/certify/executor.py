@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dsx.certify import catalog
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 
 class Purpose(enum.StrEnum):

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dsx.certify import catalog, thresholds
+from dsx.certify import thresholds, workload
 from dsx.certify.executor import RunOutcome
-from dsx.certify.local import worker
 from dsx.certify.parsing import nccl, profiles, training
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 EVIDENCE_LINES = 6
 
@@ -197,7 +197,7 @@ def _execution_failure(outcome: RunOutcome) -> model.Failure | None:
 def _result_failure(outcome: RunOutcome, measurement: Measurement) -> model.Failure | None:
     category = outcome.run.category
     if category.workload is model.WorkloadKind.TRAINING:
-        drift = [ln for ln in outcome.launcher_log.splitlines() if worker.WRONG_RESULTS_MARKER in ln]
+        drift = [ln for ln in outcome.launcher_log.splitlines() if workload.WRONG_RESULTS_MARKER in ln]
         if drift:
             return model.Failure(
                 model.Reason.WRONG_RESULTS, "model replicas diverged across ranks", evidence=tuple(drift[:2])

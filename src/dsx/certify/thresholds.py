@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dsx import cel
-from dsx.certify import catalog
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 _BOUND = re.compile(r"^\s*value\s*(>=|>|<=|<)\s*(.+?)\s*$")
 

@@ -1,22 +1,28 @@
 """The worker's command line for one run: the same program locally and in a pod.
 
-`python -m dsx.certify.local.worker run ...` is one rank whatever runs it: the local executor
+`python -m dsx.executors.local.worker run ...` is one rank whatever runs it: the local executor
 forks it, the Kubernetes executor starts it under torchrun in each node's pod. Local runs use
 the category's CPU-sized sweep and training shape; clusters use the published ones.
 """
 
 from __future__ import annotations
 
-from dsx.certify import catalog
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
-WORKER_MODULE = "dsx.certify.local.worker"
+WORKER_MODULE = "dsx.executors.local.worker"
+CRASH_EXIT_CODE = 134
+"""What a rank killed by an abort reports through a shell (128 + SIGABRT)."""
+
+WRONG_RESULTS_MARKER = "replicas out of sync"
+"""The worker's line when training replicas drifted apart; the judge (`measure`) looks for it."""
+
 WORKER_DATA_TYPES = frozenset({"float", "double", "uint8", "int32"})
 """Element types the worker validates exactly; other catalog types run as float."""
 
 
 def worker_args(category: catalog.Category, timeouts: model.Timeouts, *, local: bool) -> list[str]:
-    """Arguments after `python -m dsx.certify.local.worker`."""
+    """Arguments after `python -m dsx.executors.local.worker`."""
     timeout = str(int(timeouts.run_timeout_seconds) + 5)
     if category.workload is model.WorkloadKind.TRAINING:
         shape = (category.local_training if local else None) or category.training

@@ -38,8 +38,9 @@ def source_date(environ: Mapping[str, str]) -> datetime | None:
 def lint_gate(recipe: Recipe) -> None:
     """Refuse to bundle values the target charts would silently ignore (offline: cache and catalog)."""
     import dsx.lint as lint
+    from dsx.charts import sources
 
-    report = lint.lint_recipe(recipe, lint.default_source(offline=True))
+    report = lint.lint_recipe(recipe, sources.default_source(offline=True))
     if not report.ok:
         click.echo(report.text(), err=True, nl=False)
         raise CheckFailedError(f"lint failed with {len(report.findings)} finding(s); fix the recipe or pass --no-lint")
@@ -144,7 +145,8 @@ def bundle(
     Overrides: --set gpu-operator.driver.version=580.105.08
     --accelerated-node-toleration nvidia.com/gpu=present:NoSchedule (see docs/bundles.md)
     """
-    from dsx.bundles import overrides, render, tree
+    from dsx import file_tree as tree
+    from dsx.bundles import overrides, render
     from dsx.bundles.options import PLACEHOLDER_REPO_URL, BundleOptions, Deployer
     from dsx.signing import attest
 

@@ -143,9 +143,9 @@ def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
 
     from dsx import serialization
     from dsx.certify import engine
-    from dsx.certify.local.executor import LocalExecutor
     from dsx.cli import output
     from dsx.errors import BadInputError
+    from dsx.executors.local.executor import LocalExecutor
     from dsx.model import certification as model
 
     kubernetes_only = (
@@ -181,9 +181,10 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
     from dataclasses import replace
 
     from dsx import serialization
-    from dsx.certify import engine, kubernetes
+    from dsx.certify import engine
     from dsx.cli import output
     from dsx.errors import BadInputError
+    from dsx.executors import kubernetes
     from dsx.kube import certify_jobs, jobs
 
     for flag, key in (("--inject", "injections"), ("--calibration", "calibration_path")):
@@ -294,7 +295,7 @@ def _spec(options: dict[str, Any]) -> tuple[Any, bool]:
             spec = model.Certification.from_dict(block, source=f"{options['recipe_path']}: certification")
     names = [n.strip() for text in options["categories"] for n in text.split(",") if n.strip()]
     if names:
-        from dsx.certify import catalog
+        from dsx.model import certify_catalog as catalog
 
         for name in names:
             catalog.get(name)  # unknown names fail here with the allowed list
@@ -362,8 +363,8 @@ class _Progress:
 @certify.command("categories")
 def categories() -> None:
     """List the certification categories in the catalog."""
-    from dsx.certify import catalog
     from dsx.cli import output
+    from dsx.model import certify_catalog as catalog
 
     rows = [[c.name, c.workload.value, c.scale.value, c.description] for c in catalog.load_all().values()]
     output.write(output.format_table(["name", "workload", "scale", "description"], rows), None)

@@ -44,9 +44,9 @@ def lint(
     from dsx.cli import main as cli_main
 
     recipe = recipe_cmd.recipe_or_criteria(recipe_path, params)
-    from dsx.lint import sources
+    from dsx.charts import sources
 
-    source = dsx.lint.default_source(charts_dir, offline=offline)
+    source = sources.default_source(charts_dir, offline=offline)
     report = dsx.lint.lint_recipe(recipe, source)
     cli_output.emit(report.to_dict(), fmt, output, table=lambda _: report.text())
     reason = sources.offline_reason(source)

@@ -555,7 +555,7 @@ def replay(
 ) -> None:
     """What POLICY would have quarantined, drained and remediated for the stored events."""
     from dsx.health import policy as policy_module
-    from dsx.health import replay as replaying
+    from dsx.testing import replay as replaying
 
     chosen = policy_module.load(policy_file)
     store = _store(store_url)
@@ -581,15 +581,10 @@ def _read_fleet(
 ) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
     if not kubeconfig and not sim_name:
         return None, []
-    from dsx.kube.client import KubeClient
+    from dsx.controllers import sentinel_wiring
 
-    if sim_name:
-        from dsx.sim.cluster import SimCluster
-
-        client = SimCluster(sim_name).client()
-    else:
-        client = KubeClient(str(kubeconfig))
-    with client:
+    choice = sentinel_wiring.ClusterChoice(Path(kubeconfig) if kubeconfig else None, sim_name)
+    with sentinel_wiring.cluster_client(choice) as client:
         return client.list_nodes(), client.list_pods()
 
 

@@ -249,7 +249,7 @@ def node(
     --kubeconfig is only needed for `-o cm://NAMESPACE/NAME`.
     """
     from dsx import serialization
-    from dsx.validation import host_snapshot
+    from dsx.host import snapshot as host_snapshot
 
     base = Path(root)
     if not base.is_dir():

@@ -81,7 +81,8 @@ def kubernetes_certify(client: Any, launcher: Any, *, namespace: str, image: str
     def certify(block: Mapping[str, Any], snap: Any) -> Any:
         from dataclasses import replace
 
-        from dsx.certify import engine, kubernetes
+        from dsx.certify import engine
+        from dsx.executors import kubernetes
         from dsx.kube import certify_jobs
 
         spec = _certification(block)
@@ -114,7 +115,7 @@ def local_certify(block: Mapping[str, Any], snap: Any) -> Any:
     from dataclasses import replace
 
     from dsx.certify import engine
-    from dsx.certify.local.executor import LocalExecutor
+    from dsx.executors.local.executor import LocalExecutor
     from dsx.model import certification as model
     from dsx.validation import performance
 
@@ -235,6 +236,7 @@ def validate(
 
     from dsx import serialization
     from dsx.model import recipe as recipe_model
+    from dsx.signing import attest as signing_attest
     from dsx.validation import attestation, reports, run
 
     phases = _phases(phase_values)
@@ -285,7 +287,8 @@ def validate(
         cli_output.write(serialization.dump_yaml(snap.to_dict()), str(snapshot_file))
         recipe_file = _copy_beside(Path(recipe_path), report_file.with_name(f"{stem}.recipe.yaml"))
         subjects = {"recipe": recipe_file, "snapshot": snapshot_file, "report": report_file}
-        written = attestation.attest(report_file, subjects, report, snap, signer, validator=validator)
+        claims = attestation.predicate(report, snap, validator=validator, key_id=signer.key_id)
+        written = signing_attest.attest_beside(report_file, subjects, attestation.PREDICATE_TYPE, claims, signer)
         for path, text in written.items():
             cli_output.write(text, str(path))
         click.echo(

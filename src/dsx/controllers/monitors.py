@@ -27,8 +27,8 @@ from dsx import errors
 from dsx.health import ingest, xid
 from dsx.health.eventstore import EventStore
 from dsx.health.monitors import kube_objects
-from dsx.health.monitors.kernel_log import AGENT, FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.health.monitors.source import HealthSource
+from dsx.host.kernel_log import AGENT, FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.kube import incluster
 from dsx.kube.client import KubeClient
 from dsx.model.health import HealthEvent
@@ -133,7 +133,7 @@ def node_source(
     if not node_name:
         raise errors.BadInputError(f"monitor {kind}: --node is required (the node this monitor watches)")
     if kind == "nvml":
-        from dsx.health.monitors.nvml import NvmlMonitor
+        from dsx.host.nvml import NvmlMonitor
 
         try:
             return NvmlMonitor(node_name)

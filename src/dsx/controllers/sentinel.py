@@ -62,9 +62,9 @@ from dsx.health import (
 from dsx.health.eventstore import EventStore
 from dsx.health.monitors import kube_objects
 from dsx.health.monitors import source as monitor_source
-from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.health.policy import PIPELINE, KernelLogSource, SentinelPolicy, Stage
 from dsx.health.ports import Recertifier, RemediationProvider
+from dsx.host.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.kube import leader
 from dsx.kube.client import KubeClient
 from dsx.model.health import NodeState

@@ -3,10 +3,10 @@
 `dsx sentinel run` (and the demo, and the benchmark) build their `SentinelRuntime` here. For a
 cluster, three ports need something behind them, and each choice is made once, below:
 
-- recertifier — real: `ClusterRecertifier`, the certify engine's Kubernetes executor running
+- recertifier — real: `dsx.executors.recertify.ClusterRecertifier`, the certify engine's Kubernetes executor running
   the node-level categories in Jobs pinned to the node (`certification.image`); sim:
   `LocalRecertifier`, the node played by local processes;
-- remediation provider — the policy's (`none` escalates to a person); its `sim` kind is the
+- remediation provider — the policy's (`dsx.remediators`; `none` escalates to a person); its `sim` kind is the
   simulator's own (`dsx.sim.remediation`), also chosen on a sim when the policy names none;
 - kernel logs — the policy's `monitors.kernel_logs`; on a sim, also every simulated node's kern.log.
 
@@ -21,10 +21,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsx import errors
+from dsx import errors, remediators
 from dsx.controllers import kube_nodes
 from dsx.controllers.sentinel import SentinelOptions, SentinelParts, SentinelRuntime
-from dsx.health import recertify, remediation
+from dsx.executors import recertify as recertifiers
+from dsx.health import recertify
 from dsx.health.policy import KernelLogSource, ProviderKind, ProviderSettings, SentinelPolicy, Stage
 from dsx.health.ports import NodeOps, Recertifier, RemediationProvider
 from dsx.kube import incluster
@@ -54,6 +55,15 @@ def build(options: SentinelOptions, choice: ClusterChoice) -> SentinelRuntime:
         raise
 
 
+def cluster_client(choice: ClusterChoice) -> KubeClient:
+    """A client for the cluster `choice` names, for commands that only read it (`sentinel replay`)."""
+    if choice.sim_name:
+        from dsx.sim.cluster import SimCluster
+
+        return SimCluster(choice.sim_name, root=choice.sim_root).client()
+    return KubeClient(str(choice.kubeconfig))
+
+
 def real(policy: SentinelPolicy, kubeconfig: Path | None) -> SentinelParts:
     """A real cluster: certification runs on the node itself; nothing is simulated."""
     needed = _certification_needed(policy)
@@ -69,7 +79,7 @@ def real(policy: SentinelPolicy, kubeconfig: Path | None) -> SentinelParts:
     if policy.certification.image and (needed or policy.switch(Stage.VALIDATION).enabled):
         from dsx.kube import certify_jobs, jobs
 
-        recertifier = recertify.ClusterRecertifier(
+        recertifier = recertifiers.ClusterRecertifier(
             policy.certification,
             jobs.RunLauncher(client, namespace=policy.certification.namespace),
             lambda: certify_jobs.candidate_nodes(client),
@@ -103,7 +113,7 @@ def simulated(policy: SentinelPolicy, choice: ClusterChoice) -> SentinelParts:
     provider = _provider(provider_settings, kube_nodes.KubeNodeOps(client))
     recertifier: Recertifier | None = None
     if _certification_needed(policy) or policy.switch(Stage.VALIDATION).enabled:
-        recertifier = recertify.LocalRecertifier(policy.certification)
+        recertifier = recertifiers.LocalRecertifier(policy.certification)
     return SentinelParts(client, provider, recertifier, tuple(sources))
 
 
@@ -118,4 +128,4 @@ def _provider(settings: ProviderSettings, node_ops: NodeOps) -> RemediationProvi
         from dsx.sim.remediation import SimProvider
 
         return SimProvider(node_ops, timeout_seconds=settings.timeout_seconds)
-    return remediation.build_provider(settings)
+    return remediators.build_provider(settings)

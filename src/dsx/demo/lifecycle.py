@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from dsx import __version__, interrupts, serialization
-from dsx.bundles import render, tree
+from dsx import file_tree as tree
+from dsx.bundles import render
 from dsx.bundles.options import BundleOptions, Deployer
 from dsx.certify import engine
 from dsx.certify import reports as certify_reports
-from dsx.certify.local import executor as local_executor
 from dsx.demo import install, journal, operate
+from dsx.executors.local import executor as local_executor
 from dsx.kube.client import KubeClient, Taint
 from dsx.model import certification as certification_model
 from dsx.model import recipe as recipe_model
@@ -120,7 +121,7 @@ def check_options(options: DemoOptions) -> None:
         raise errors.BadInputError(
             f"dsx demo: --slow-node and --xid-node are both {options.slow_node}; pick two different nodes"
         )
-    from dsx.certify import catalog
+    from dsx.model import certify_catalog as catalog
 
     for name in options.categories:
         try:
@@ -293,7 +294,8 @@ class Demo:
         recipe_copy = report_file.with_name("report.recipe.yaml")
         shutil.copyfile(self.path(Artifact.RECIPE), recipe_copy)
         subjects = {"recipe": recipe_copy, "snapshot": snapshot_file, "report": report_file}
-        sidecars = attestation.attest(report_file, subjects, report, snap, self.signer, validator=VALIDATOR)
+        claims = attestation.predicate(report, snap, validator=VALIDATOR, key_id=self.signer.key_id)
+        sidecars = attest.attest_beside(report_file, subjects, attestation.PREDICATE_TYPE, claims, self.signer)
         for sidecar, text in sidecars.items():
             sidecar.write_text(text, encoding="utf-8")
         self.artifact("validationReport", Artifact.VALIDATION)

@@ -3,7 +3,7 @@
 Why a port: NVSentinel's datastore could not be swapped (MongoDB change streams leaked into
 every consumer, and the PostgreSQL port re-implemented Mongo semantics in ~4,600 lines). Here
 the domain states the contract and `dsx.store` implements it twice (SQLite, PostgreSQL);
-`dsx.health.inmemory.InMemoryEventStore` is the fake for unit tests. One contract suite
+`dsx.testing.inmemory.InMemoryEventStore` is the fake for unit tests. One contract suite
 (tests/contracts/store) runs against all three.
 
 The contract:

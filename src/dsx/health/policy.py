@@ -559,7 +559,7 @@ def _remediation(section: _Fields) -> RemediationSettings:
 
 
 def _certification(section: _Fields) -> CertificationSettings:
-    from dsx.certify import catalog as certify_catalog
+    from dsx.model import certify_catalog as certify_catalog
 
     defaults = CertificationSettings()
     raw = section.raw.get("categories")

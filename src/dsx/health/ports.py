@@ -5,7 +5,7 @@ are domain code and must not know lightkube, a CSP SDK or the certify executors.
 three small things — change and read nodes and pods (`NodeOps`), have a node repaired
 (`RemediationProvider`), have a node certified (`Recertifier`) — and report what they did to an
 `Observer` (metrics and logs live in the entry tier). `dsx.controllers` plugs in the real
-implementations; `dsx.health.inmemory_nodes.InMemoryNodeOps` is the in-memory cluster beside
+implementations; `dsx.testing.inmemory_nodes.InMemoryNodeOps` is the in-memory cluster beside
 this port (unit tests and `dsx sentinel replay`).
 
 `NodeOps.change_node` is one write for everything the pipeline does to a Node (cordon,

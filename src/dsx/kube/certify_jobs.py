@@ -1,6 +1,6 @@
 """Certification's view of a cluster: nodes as certify candidates, and cleanup by certification id.
 
-The Kubernetes executor (`dsx.certify.kubernetes`) creates, awaits, reads and deletes its runs
+The Kubernetes executor (`dsx.executors.kubernetes`) creates, awaits, reads and deletes its runs
 through `dsx.kube.jobs.RunLauncher` (its `JobLauncher`). What only certification needs lives
 here: reading nodes into the facts grouping and rendering use (labels, cordon, GPUs,
 network devices), and deleting everything one certification created, by its id label,
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dsx.certify import kubernetes
+from dsx.executors import kubernetes
 from dsx.kube import jobs
 from dsx.kube.client import KubeClient
 from dsx.model import certification as model

@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 
 from dsx.lint import chart as chart_data
-from dsx.lint import report, sources, suggest
+from dsx.lint import ports, report, suggest
 from dsx.lint.chart import ChartData, KeyPath, dotted
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
@@ -277,7 +277,7 @@ def _extra_keys_flagged(error: jsonschema.ValidationError, path: KeyPath, flagge
     return all(dotted((*path, str(k))) in flagged for k in extras)
 
 
-def lint_recipe(recipe: Recipe, chart_source: sources.ChartSource) -> report.LintReport:
+def lint_recipe(recipe: Recipe, chart_source: ports.ChartSource) -> report.LintReport:
     """Lint every Helm component of `recipe` against its chart; missing chart data is `not linted`."""
     findings: list[report.Finding] = []
     not_linted: list[report.NotLinted] = []
@@ -292,7 +292,7 @@ def lint_recipe(recipe: Recipe, chart_source: sources.ChartSource) -> report.Lin
             continue
         try:
             chart = chart_source.chart_for(component)
-        except sources.ChartUnavailable as exc:
+        except ports.ChartUnavailable as exc:
             not_linted.append(report.NotLinted(component.name, component.version, str(exc)))
             continue
         found, missing, checked = lint_component(component, chart)

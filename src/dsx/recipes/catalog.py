@@ -22,8 +22,8 @@ from typing import Any
 
 from dsx import atomic, serialization, settings
 from dsx import catalog as catalog_data
-from dsx.bundles import layout
 from dsx.errors import BadInputError, CatalogError, DsxError, allowed_values_message
+from dsx.model import bundle_layout as layout
 from dsx.model import constraints as constraint_model
 from dsx.model import criteria as criteria_model
 from dsx.model import health_asserts

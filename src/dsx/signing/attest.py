@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from dsx import atomic, serialization
-from dsx.bundles import layout
-from dsx.bundles.tree import FileTree, read_tree
 from dsx.errors import BadInputError, CheckFailedError
+from dsx.file_tree import FileTree, read_tree
+from dsx.model import bundle_layout as layout
 from dsx.signing import provenance, sigstore, verify
 from dsx.signing.dsse import Envelope
 from dsx.signing.signer import Signer
@@ -93,3 +93,29 @@ def _write(path: Path, data: bytes) -> Path:
     except OSError as exc:
         raise BadInputError(f"{path}: cannot write: {exc.strerror}") from exc
     return path
+
+
+def attest_beside(
+    primary: Path, subjects: Mapping[str, Path], predicate_type: str, claims: Mapping[str, Any], signer: Signer
+) -> dict[Path, str]:
+    """Sign the files in `subjects` (role → path, all beside `primary`) under one predicate.
+
+    Returns the sidecars to write: `<primary>.intoto.jsonl` holds the DSSE envelope,
+    `<primary>.sigstore.json` the same as a Sigstore bundle; the caller writes them (rendering
+    stays free of side effects). A validation report is attested this way (dsx.validation.attestation).
+    """
+    base = primary.parent.resolve()
+    signed = []
+    for role, path in subjects.items():
+        if path.parent.resolve() != base:
+            raise BadInputError(f"{path}: the {role} must sit beside {primary.name} to be attested")
+        try:
+            signed.append(Subject.of_bytes(path.name, path.read_bytes()))
+        except OSError as exc:
+            raise BadInputError(f"{path}: cannot read the {role}: {exc.strerror}") from exc
+    envelope = sign_statement(signed, predicate_type, dict(claims), signer)
+    intoto_path, sigstore_path = verify.sidecar_paths(primary)
+    return {
+        intoto_path: envelope.to_json_line().decode("utf-8"),
+        sigstore_path: sigstore.dump_bundle(envelope).decode("utf-8"),
+    }

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from dsx import serialization
-from dsx.bundles import checksums, layout
-from dsx.bundles.tree import FileTree, read_tree
 from dsx.errors import BadInputError
+from dsx.file_tree import FileTree, read_tree
+from dsx.model import bundle_layout as layout
+from dsx.model import checksums
 from dsx.signing import dsse, provenance, sigstore
 from dsx.signing.signer import Verifier
 from dsx.signing.statement import Statement, VerifiedStatement, verify_envelope

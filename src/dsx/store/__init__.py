@@ -35,7 +35,7 @@ def open_store(url: str, *, clock: Callable[[], float] = time.time, init: bool =
 
         return PostgresEventStore(url, clock=clock)
     if url == "memory:":
-        from dsx.health.inmemory import InMemoryEventStore
+        from dsx.testing.inmemory import InMemoryEventStore
 
         return InMemoryEventStore(clock=clock)
     raise BadInputError(f"store URL {url!r}: unknown scheme; allowed: {', '.join(SCHEMES)}")

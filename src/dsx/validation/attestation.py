@@ -1,24 +1,20 @@
 """Validity attestation: who validated which cluster against which recipe, and what they found.
 
-A DSSE envelope over an in-toto Statement (dsx.signing) whose subjects are the recipe, the
+The predicate of a DSSE envelope over an in-toto Statement whose subjects are the recipe, the
 snapshot and the CTRF report — each by the sha256 of its file — and whose predicate binds the
 validator's identity (signing key id and a name), the phases run with their outcome, and a
 hardware summary (node count, GPU product, driver). It sits beside the report as
 `<report>.intoto.jsonl` (and `<report>.sigstore.json`), so `dsx verify <report>` checks it
-offline and any edit to the report, recipe or snapshot shows as tampering.
+offline and any edit to the report, recipe or snapshot shows as tampering. This module builds
+the claims (`predicate`); `dsx.signing.attest.attest_beside` signs the files, so validation and
+signing stay independent of each other and the entry points join them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from dsx.errors import BadInputError
 from dsx.model import snapshot
-from dsx.signing import sigstore, statement
-from dsx.signing import verify as signing_verify
-from dsx.signing.signer import Signer
 from dsx.validation import results
 
 PREDICATE_TYPE = "https://dsx.run/attestation/validation/v1"
@@ -74,35 +70,3 @@ def predicate(report: results.Report, snap: snapshot.Snapshot, *, validator: str
     if results.Phase.PERFORMANCE in report.phases:
         claims["performanceExecutors"] = performance_executors(report)
     return claims
-
-
-def attest(
-    report_path: Path,
-    subjects: Mapping[str, Path],
-    report: results.Report,
-    snap: snapshot.Snapshot,
-    signer: Signer,
-    *,
-    validator: str,
-) -> dict[Path, str]:
-    """Sign the files in `subjects` (role → path, all beside `report_path`); returns the sidecars to write.
-
-    `<report>.intoto.jsonl` holds the DSSE envelope, `<report>.sigstore.json` the same as a
-    Sigstore bundle; the caller writes them (rendering stays free of side effects).
-    """
-    base = report_path.parent.resolve()
-    signed = []
-    for role, path in subjects.items():
-        if path.parent.resolve() != base:
-            raise BadInputError(f"{path}: the {role} must sit beside {report_path.name} to be attested")
-        try:
-            signed.append(statement.Subject.of_bytes(path.name, path.read_bytes()))
-        except OSError as exc:
-            raise BadInputError(f"{path}: cannot read the {role}: {exc.strerror}") from exc
-    claims = predicate(report, snap, validator=validator, key_id=signer.key_id)
-    envelope = statement.sign_statement(signed, PREDICATE_TYPE, claims, signer)
-    intoto_path, sigstore_path = signing_verify.sidecar_paths(report_path)
-    return {
-        intoto_path: envelope.to_json_line().decode("utf-8"),
-        sigstore_path: sigstore.dump_bundle(envelope).decode("utf-8"),
-    }

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from dsx.health.eventstore import EventStore
-from dsx.health.inmemory import InMemoryEventStore
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, RecommendedAction
 from dsx.store import open_store
+from dsx.testing.inmemory import InMemoryEventStore
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

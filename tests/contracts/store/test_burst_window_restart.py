@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dsx.controllers import monitors
-from dsx.health.monitors.kernel_log import FileFollower, KernelLogMonitor
+from dsx.host.kernel_log import FileFollower, KernelLogMonitor
 from dsx.store import open_store
 
 LINE = "[31609.615516] NVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off the bus.\n"

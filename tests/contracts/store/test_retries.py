@@ -18,10 +18,10 @@ import pytest
 from dsx.errors import DsxError, UnavailableError
 from dsx.health import analyzer, dead_letters, nodes, pipeline_status, stages
 from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent, ValidationStatus
-from dsx.health.inmemory import InMemoryEventStore
-from dsx.health.inmemory_nodes import InMemoryNodeOps
 from dsx.health.policy import PIPELINE, DeadLetterSettings, Stage
 from dsx.health.validation_requests import ValidationKind, ValidationRunner, reason
+from dsx.testing.inmemory import InMemoryEventStore
+from dsx.testing.inmemory_nodes import InMemoryNodeOps
 from unit.health.pipeline.builders import Clock as PipelineClock
 from unit.health.pipeline.builders import FakeRecertifier, Pipeline, RecordingObserver, cluster, policy_with, xid
 

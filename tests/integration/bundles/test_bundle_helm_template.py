@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dsx.bundles import render, tree
+from dsx import file_tree as tree
+from dsx.bundles import render
 from dsx.bundles.options import BundleOptions, Deployer
 from dsx.model import recipe as recipe_model
 

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
+from dsx import file_tree as tree
 from dsx import serialization
-from dsx.bundles import render, tree
+from dsx.bundles import render
 from dsx.bundles.options import Deployer
 from dsx.model.recipe import Recipe
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsx.certify import kubernetes
+from dsx.executors import kubernetes
 from dsx.kube.client import KubeClient
 from dsx.kube.jobs import RunLauncher
 from dsx.sim import pod_logs

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from dsx import serialization
-from dsx.certify import engine, kubernetes
+from dsx.certify import engine
+from dsx.executors import kubernetes
 from dsx.kube import certify_jobs
 from dsx.kube.client import KubeClient
 from dsx.kube.jobs import RunLauncher

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from dsx.certify import calibration, engine
-from dsx.certify.local.executor import LocalExecutor
+from dsx.executors.local.executor import LocalExecutor
 from dsx.model import certification as model
 
 pytestmark = pytest.mark.integration

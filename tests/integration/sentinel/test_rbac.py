@@ -18,10 +18,10 @@ from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectRul
 from lightkube.resources.authorization_v1 import SelfSubjectRulesReview, SubjectAccessReview
 
 from dsx import serialization
-from dsx.certify import catalog, kubernetes
 from dsx.certify.executor import WorkloadRun
 from dsx.controllers.kube_nodes import KubeNodeOps
 from dsx.errors import ForbiddenError
+from dsx.executors import kubernetes
 from dsx.health import nodes
 from dsx.health import policy as policy_module
 from dsx.health.ports import EvictionOutcome, NodeChange, Taint
@@ -29,6 +29,7 @@ from dsx.kube.client import KubeClient
 from dsx.kube.jobs import RunLauncher
 from dsx.kube.leader import ElectionSettings, LeaderElector
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from dsx.certify import kubernetes
+from dsx.executors import kubernetes
 from dsx.health import nodes
 from dsx.health.eventstore import ValidationStatus
 from dsx.kube.client import KubeClient

@@ -18,7 +18,8 @@ import threading
 from pathlib import Path
 
 from dsx.health.eventstore import StageOutcome, StageStatus
-from dsx.health.monitors import kernel_log, source
+from dsx.health.monitors import source
+from dsx.host import kernel_log
 from dsx.store import open_store
 
 CONSUMER = "effector"

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from dsx import serialization
-from dsx.certify import kubernetes
 from dsx.cli import validate_cmd
 from dsx.cli.main import main
+from dsx.executors import kubernetes
 from dsx.kube.client import KubeClient
 from dsx.kube.jobs import RunLauncher
 from dsx.model import recipe as recipe_model

@@ -10,7 +10,7 @@ import pytest
 
 from dsx.api import routes_certify
 from dsx.certify import engine
-from dsx.certify.local import executor
+from dsx.executors.local import executor
 
 
 class _NoProcesses:

@@ -9,7 +9,7 @@ import pytest
 
 from dsx.bundles import render
 from dsx.bundles.options import BundleOptions, Deployer
-from dsx.bundles.tree import FileTree
+from dsx.file_tree import FileTree
 from dsx.model import recipe as recipe_model
 
 BUNDLE_DATA = Path(__file__).resolve().parents[2] / "data" / "bundles"

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dsx.bundles import layout, tree
+from dsx import file_tree as tree
 from dsx.cli.main import main
+from dsx.model import bundle_layout as layout
 from dsx.model.recipe import Recipe
 from dsx.signing import keys
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from dsx.bundles.options import Deployer
-from dsx.bundles.tree import FileTree
+from dsx.file_tree import FileTree
 from dsx.model.recipe import ComponentType, Recipe
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "data" / "bundles" / "schemas"

@@ -11,8 +11,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsx.bundles import checksums, layout, render
+from dsx.bundles import render
 from dsx.bundles.options import Deployer
+from dsx.model import bundle_layout as layout
+from dsx.model import checksums
 from dsx.model.recipe import Recipe
 
 LABEL = st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True)

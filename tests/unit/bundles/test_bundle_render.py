@@ -16,10 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dsx.bundles import checksums, layout, render, tree
+from dsx import file_tree as tree
+from dsx.bundles import render
 from dsx.bundles.options import BundleOptions, Deployer
-from dsx.bundles.tree import FileTree
 from dsx.errors import BadInputError
+from dsx.file_tree import FileTree
+from dsx.model import bundle_layout as layout
+from dsx.model import checksums
 from dsx.model.recipe import Recipe
 
 ALL = list(Deployer)

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dsx.bundles import render, tree
+from dsx import file_tree as tree
+from dsx.bundles import render
 from dsx.bundles.options import Deployer
-from dsx.bundles.tree import FileTree
+from dsx.file_tree import FileTree
 from dsx.model.recipe import Recipe
 
 RECORDER = """#!/usr/bin/env bash

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from dsx.certify import catalog, thresholds
-from dsx.certify.local import executor as local_executor
+from dsx.certify import thresholds
 from dsx.errors import BadInputError, CatalogError, NotFoundError
+from dsx.executors.local import executor as local_executor
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 EXPECTED = {
     "nccl-all-reduce",

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from dsx.certify import calibration, catalog, engine
+from dsx.certify import calibration, engine
 from dsx.certify.executor import Purpose
-from dsx.certify.fake_executor import FakeExecutor
 from dsx.errors import BadInputError, NotFoundError
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
+from dsx.testing.fake_executor import FakeExecutor
 
 ALL_REDUCE = model.Certification(categories=(model.CategoryRequest("nccl-all-reduce"),))
 

@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from dsx.certify import engine, isolation, simulated_fabric
+from dsx.certify import engine, isolation
+from dsx.testing import simulated_fabric
 
 
 def _nodes(count: int) -> list[str]:

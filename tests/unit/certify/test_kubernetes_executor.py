@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from dsx.certify import catalog, engine, kubernetes
+from dsx.certify import engine
 from dsx.certify.executor import WorkloadRun
-from dsx.certify.fake_executor import FakeJobLauncher
 from dsx.errors import UnavailableError
+from dsx.executors import kubernetes
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
+from dsx.testing.fake_executor import FakeJobLauncher
 
 EFA_NODES = [
     model.CandidateNode(f"gpu-{i}", allocatable_gpus=8, network_devices={"vpc.amazonaws.com/efa": 32}) for i in range(4)

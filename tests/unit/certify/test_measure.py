@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from dsx.certify import catalog, measure, thresholds
+from dsx.certify import measure, thresholds
 from dsx.certify.executor import RunOutcome, WorkloadRun
 from dsx.certify.parsing import nccl
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 TIMEOUTS = model.Timeouts(run_timeout_seconds=60, stall_timeout_seconds=10)
 NODES = ("node-0", "node-1")

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from dsx.certify import engine, reports
-from dsx.certify.fake_executor import FakeExecutor
 from dsx.certify.reports import judged
 from dsx.model import certification as model
+from dsx.testing.fake_executor import FakeExecutor
 
 html_report = importlib.import_module("dsx.certify.reports.html")  # `reports.html` is the render function
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 from html.parser import HTMLParser
 
 from dsx.certify import engine, reports
-from dsx.certify.fake_executor import FakeExecutor
 from dsx.model import certification as model
+from dsx.testing.fake_executor import FakeExecutor
 
 SPEC = model.Certification(
     name="unit",

@@ -15,7 +15,6 @@ from dsx.errors import BadInputError
 from dsx.health import analyzer
 from dsx.health.analyzer import Analyzer, AnalyzerStage
 from dsx.health.eventstore import StageStatus
-from dsx.health.inmemory import InMemoryEventStore
 from dsx.model.health import (
     NODE_REMEDIATED_CHECK,
     ComponentClass,
@@ -25,6 +24,7 @@ from dsx.model.health import (
     ProcessingStrategy,
     RecommendedAction,
 )
+from dsx.testing.inmemory import InMemoryEventStore
 
 T0 = datetime(2026, 11, 29, tzinfo=UTC)
 HOUR = timedelta(hours=1)

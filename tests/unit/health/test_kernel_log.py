@@ -15,10 +15,11 @@ import pytest
 
 from dsx.errors import BadInputError, UnavailableError
 from dsx.health import xid
-from dsx.health.inmemory import InMemoryEventStore
-from dsx.health.monitors import kernel_log, source
-from dsx.health.monitors.kernel_log import FileFollower, JournalReader, KernelLogMonitor
+from dsx.health.monitors import source
+from dsx.host import kernel_log
+from dsx.host.kernel_log import FileFollower, JournalReader, KernelLogMonitor
 from dsx.model.health import ComponentClass, EntityType, RecommendedAction
+from dsx.testing.inmemory import InMemoryEventStore
 
 READ_AT = 1_796_000_000.0
 

@@ -11,9 +11,9 @@ import pytest
 
 from dsx.errors import UnavailableError
 from dsx.health import xid
-from dsx.health.monitors import nvml
-from dsx.health.monitors.fake_nvml import FakeGpu, FakeNvmlLibrary, installed
+from dsx.host import nvml
 from dsx.model.health import EntityType, HealthEvent, ProcessingStrategy, RecommendedAction
+from dsx.testing.fake_nvml import FakeGpu, FakeNvmlLibrary, installed
 
 NOW = 1_796_000_000.0
 

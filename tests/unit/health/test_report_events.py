@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dsx.health.gpu_reports import FindingKind
-from dsx.health.inmemory import InMemoryEventStore
 from dsx.health.monitors import reports
 from dsx.model.health import EntityType, HealthEvent, ProcessingStrategy, RecommendedAction
+from dsx.testing.inmemory import InMemoryEventStore
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dsx import serialization
-from dsx.lint import sources
+from dsx.charts import sources
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
 LINT_DATA = Path(__file__).resolve().parents[2] / "data" / "lint"

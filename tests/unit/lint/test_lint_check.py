@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from dsx import serialization
-from dsx.lint import check, sources
+from dsx.charts import sources
+from dsx.lint import check
 from dsx.lint.report import FindingKind
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from dsx import serialization
+from dsx.charts import archive, fetch, sources
 from dsx.errors import BadInputError
-from dsx.lint import archive, check, fetch, sources
+from dsx.lint import check
 from dsx.model.recipe import ComponentRef, Recipe
 
 TOKEN = "anonymous-pull-token"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dsx.bundles import render, tree
+from dsx import file_tree as tree
+from dsx.bundles import render
 from dsx.bundles.options import Deployer
 from dsx.model import recipe as recipe_model
 from dsx.signing import attest, keys

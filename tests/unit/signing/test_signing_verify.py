@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dsx.bundles import layout, tree
+from dsx import file_tree as tree
 from dsx.errors import BadInputError
+from dsx.model import bundle_layout as layout
 from dsx.signing import attest, keys, verify
 from dsx.signing.verdict import TrustLevel
 

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from dsx import serialization
+from dsx.host import snapshot as host_snapshot
 from dsx.model import recipe, snapshot
-from dsx.validation import cluster_snapshot, helm_storage, host_snapshot, reading
+from dsx.testing.cluster_reader import FakeClusterReader
+from dsx.validation import cluster_snapshot, helm_storage
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "validation"
 
@@ -34,9 +36,9 @@ def recorded_items() -> Callable[[str], list[dict[str, Any]]]:
 
 
 @pytest.fixture
-def recorded_cluster() -> reading.FakeClusterReader:
+def recorded_cluster() -> FakeClusterReader:
     """An EKS cluster with one H100 node, one CPU node and Helm release Secrets, as recorded."""
-    reader = reading.FakeClusterReader(version="v1.33.5-eks-3025e55")
+    reader = FakeClusterReader(version="v1.33.5-eks-3025e55")
     reader.add(*load_items("cluster/nodes.yaml"), *load_items("helm/release-secrets.yaml"))
     return reader
 
@@ -81,7 +83,7 @@ def recipe_factory() -> RecipeFactory:
 
 
 @pytest.fixture
-def recorded_snapshot(recorded_cluster: reading.FakeClusterReader) -> snapshot.Snapshot:
+def recorded_snapshot(recorded_cluster: FakeClusterReader) -> snapshot.Snapshot:
     return cluster_snapshot.collect(recorded_cluster, generator="dsx/test", captured_at="2026-02-02T15:00:00Z")
 
 
@@ -283,8 +285,8 @@ CLUSTER_COMPONENTS = [
 
 
 @pytest.fixture
-def healthy_cluster() -> reading.FakeClusterReader:
-    return reading.FakeClusterReader(version="v1.34.1").add(*healthy_cluster_objects())
+def healthy_cluster() -> FakeClusterReader:
+    return FakeClusterReader(version="v1.34.1").add(*healthy_cluster_objects())
 
 
 @pytest.fixture

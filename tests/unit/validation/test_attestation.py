@@ -12,15 +12,14 @@ import pytest
 from dsx import serialization
 from dsx.errors import BadInputError
 from dsx.model import recipe, snapshot
-from dsx.signing import dsse, keys, signer, statement, verify
+from dsx.signing import attest, dsse, keys, signer, statement, verify
 from dsx.signing.verdict import TrustLevel
-from dsx.validation import attestation, cluster_snapshot, reading, reports, results, run
+from dsx.testing.cluster_reader import FakeClusterReader
+from dsx.validation import attestation, cluster_snapshot, reports, results, run
 
 
 @pytest.fixture
-def evidence(
-    tmp_path: Path, cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
-) -> dict[str, Path]:
+def evidence(tmp_path: Path, cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> dict[str, Path]:
     snap = cluster_snapshot.collect(healthy_cluster, generator="dsx/test", captured_at="2026-02-02T15:00:00Z")
     report = run.validate(
         cluster_recipe, snap, phases=results.PHASE_ORDER[:3], reader=healthy_cluster, generator="dsx/0.1.0"
@@ -34,7 +33,8 @@ def evidence(
     paths["snapshot"].write_text(serialization.dump_yaml(snap.to_dict()))
     paths["report"].write_text(reports.ctrf_json(report))
     key = keys.KeySigner(keys.generate(signer.Algorithm.ED25519))
-    for path, text in attestation.attest(paths["report"], paths, report, snap, key, validator="ci-bot").items():
+    claims = attestation.predicate(report, snap, validator="ci-bot", key_id=key.key_id)
+    for path, text in attest.attest_beside(paths["report"], paths, attestation.PREDICATE_TYPE, claims, key).items():
         path.write_text(text)
     (tmp_path / "validator.pub").write_bytes(key.public_key_pem)
     return paths
@@ -92,7 +92,8 @@ def test_subjects_must_sit_beside_the_report(tmp_path: Path, evidence: dict[str,
     subject = results.Subject("r", "sha256:a", "sha256:b")
     report = results.Report(subject, (), (), "dsx/0.1.0")
     with pytest.raises(BadInputError, match=r"must sit beside report\.json"):
-        attestation.attest(evidence["report"], {"recipe": moved}, report, snapshot.Snapshot(), key, validator="x")
+        claims = attestation.predicate(report, snapshot.Snapshot(), validator="x", key_id=key.key_id)
+        attest.attest_beside(evidence["report"], {"recipe": moved}, attestation.PREDICATE_TYPE, claims, key)
 
 
 def test_mixed_hardware_is_reported_as_mixed(recorded_snapshot: snapshot.Snapshot) -> None:

@@ -14,7 +14,8 @@ import pytest
 from dsx import serialization
 from dsx.cli.main import main
 from dsx.model import recipe, snapshot
-from dsx.validation import cluster_snapshot, reading
+from dsx.testing.cluster_reader import FakeClusterReader
+from dsx.validation import cluster_snapshot
 
 
 def dsx(*argv: str) -> int:
@@ -27,7 +28,7 @@ def dsx(*argv: str) -> int:
 def files(
     tmp_path: Path,
     cluster_recipe: recipe.Recipe,
-    healthy_cluster: reading.FakeClusterReader,
+    healthy_cluster: FakeClusterReader,
     monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, Path]:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1770044400")
@@ -36,7 +37,7 @@ def files(
     paths["recipe"].write_text(serialization.dump_yaml(cluster_recipe.to_dict()))
     healthy = cluster_snapshot.collect(healthy_cluster, generator="dsx/test", captured_at="2026-02-02T15:00:00Z")
     paths["healthy"].write_text(serialization.dump_yaml(healthy.to_dict()))
-    empty = cluster_snapshot.collect(reading.FakeClusterReader(), generator="dsx/test")
+    empty = cluster_snapshot.collect(FakeClusterReader(), generator="dsx/test")
     paths["empty"].write_text(serialization.dump_yaml(empty.to_dict()))
     return paths
 

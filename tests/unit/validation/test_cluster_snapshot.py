@@ -7,7 +7,8 @@ from typing import Any
 
 from dsx import serialization
 from dsx.model import snapshot
-from dsx.validation import cluster_snapshot, reading
+from dsx.testing.cluster_reader import FakeClusterReader
+from dsx.validation import cluster_snapshot
 
 
 def deployment(namespace: str, name: str, image: str, replicas: int = 1, ready: int = 1) -> dict[str, Any]:
@@ -19,7 +20,7 @@ def deployment(namespace: str, name: str, image: str, replicas: int = 1, ready: 
     }
 
 
-def test_nodes_and_gpu_facts(recorded_cluster: reading.FakeClusterReader) -> None:
+def test_nodes_and_gpu_facts(recorded_cluster: FakeClusterReader) -> None:
     snap = cluster_snapshot.collect(recorded_cluster, generator="dsx/test")
     assert [n.name for n in snap.nodes] == ["ip-10-0-1-10.ec2.internal", "ip-10-0-12-34.ec2.internal"]
     assert [n.name for n in snap.gpu_nodes] == ["ip-10-0-12-34.ec2.internal"]
@@ -39,7 +40,7 @@ def test_nodes_and_gpu_facts(recorded_cluster: reading.FakeClusterReader) -> Non
     assert gpu_node.allocatable["nvidia.com/gpu"] == "8"
 
 
-def test_cluster_facts(recorded_cluster: reading.FakeClusterReader) -> None:
+def test_cluster_facts(recorded_cluster: FakeClusterReader) -> None:
     recorded_cluster.add(deployment("gpu-operator", "gpu-operator", "nvcr.io/nvidia/gpu-operator:v25.10.1"))
     snap = cluster_snapshot.collect(recorded_cluster, generator="dsx/test", captured_at="2026-02-02T15:00:00Z")
     assert snap.cluster is not None
@@ -56,7 +57,7 @@ def test_cluster_facts(recorded_cluster: reading.FakeClusterReader) -> None:
     assert snap.captured_at == "2026-02-02T15:00:00Z"
 
 
-def test_cluster_policy_is_recorded_when_present(recorded_cluster: reading.FakeClusterReader) -> None:
+def test_cluster_policy_is_recorded_when_present(recorded_cluster: FakeClusterReader) -> None:
     recorded_cluster.add(
         {
             "kind": "ClusterPolicy",
@@ -74,13 +75,13 @@ def test_cluster_policy_is_recorded_when_present(recorded_cluster: reading.FakeC
     }
 
 
-def test_missing_clusterpolicy_kind_is_not_an_error(recorded_cluster: reading.FakeClusterReader) -> None:
+def test_missing_clusterpolicy_kind_is_not_an_error(recorded_cluster: FakeClusterReader) -> None:
     recorded_cluster.missing_kinds.add("ClusterPolicy")
     snap = cluster_snapshot.collect(recorded_cluster, generator="dsx/test")
     assert snap.cluster is not None and snap.cluster.cluster_policy is None
 
 
-def test_forbidden_kind_is_recorded_not_fatal(recorded_cluster: reading.FakeClusterReader) -> None:
+def test_forbidden_kind_is_recorded_not_fatal(recorded_cluster: FakeClusterReader) -> None:
     recorded_cluster.forbidden_kinds.add("Secret")
     snap = cluster_snapshot.collect(recorded_cluster, generator="dsx/test")
     assert snap.cluster is not None
@@ -90,7 +91,7 @@ def test_forbidden_kind_is_recorded_not_fatal(recorded_cluster: reading.FakeClus
     assert len(snap.nodes) == 2
 
 
-def test_snapshot_is_deterministic_and_round_trips(recorded_cluster: reading.FakeClusterReader) -> None:
+def test_snapshot_is_deterministic_and_round_trips(recorded_cluster: FakeClusterReader) -> None:
     first = serialization.dump_yaml(cluster_snapshot.collect(recorded_cluster, generator="dsx/test").to_dict())
     recorded_cluster.objects.reverse()
     second = serialization.dump_yaml(cluster_snapshot.collect(recorded_cluster, generator="dsx/test").to_dict())

@@ -9,21 +9,20 @@ from collections.abc import Callable
 from typing import Any
 
 from dsx.model import recipe
+from dsx.testing.cluster_reader import FakeClusterReader
 from dsx.validation import cluster_snapshot, conformance, reading, results
 
 
-def run(
-    target: recipe.Recipe, reader: reading.FakeClusterReader, *, live: bool = True
-) -> dict[str, results.CheckResult]:
+def run(target: recipe.Recipe, reader: FakeClusterReader, *, live: bool = True) -> dict[str, results.CheckResult]:
     snap = cluster_snapshot.collect(reader, generator="dsx/test")
     return {r.name: r for r in conformance.check(target, snap, reading.LiveObjects(reader) if live else None)}
 
 
-def node_named(reader: reading.FakeClusterReader, name: str) -> dict[str, Any]:
+def node_named(reader: FakeClusterReader, name: str) -> dict[str, Any]:
     return next(o for o in reader.objects if o["kind"] == "Node" and o["metadata"]["name"] == name)
 
 
-def test_healthy_cluster_conforms(cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader) -> None:
+def test_healthy_cluster_conforms(cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> None:
     found = run(cluster_recipe, healthy_cluster)
     assert {n: r.status.value for n, r in found.items()} == {
         "conformance/gpu-advertised": "passed",
@@ -35,7 +34,7 @@ def test_healthy_cluster_conforms(cluster_recipe: recipe.Recipe, healthy_cluster
 
 
 def test_node_advertising_fewer_gpus_than_it_has(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     node_named(healthy_cluster, "gpu-1")["status"]["allocatable"]["nvidia.com/gpu"] = "7"
     node_named(healthy_cluster, "gpu-0")["status"]["allocatable"].pop("nvidia.com/gpu")
@@ -47,14 +46,14 @@ def test_node_advertising_fewer_gpus_than_it_has(
 def test_recipe_for_gpus_on_a_cluster_without_any(
     cluster_recipe: recipe.Recipe, recipe_factory: Callable[..., recipe.Recipe]
 ) -> None:
-    reader = reading.FakeClusterReader().add({"kind": "Node", "metadata": {"name": "cpu-0", "labels": {"a": "b"}}})
+    reader = FakeClusterReader().add({"kind": "Node", "metadata": {"name": "cpu-0", "labels": {"a": "b"}}})
     assert run(cluster_recipe, reader)["conformance/gpu-advertised"].status is results.Status.FAILED
     generic = recipe_factory(criteria={"service": "eks"})
     assert run(generic, reader)["conformance/gpu-advertised"].status is results.Status.SKIPPED
 
 
 def test_driver_drift_inside_a_pool_names_the_nodes(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(objects.gpu_node("gpu-2", **{"nvidia.com/cuda.driver.minor": "82"}))
     check = run(cluster_recipe, healthy_cluster)["conformance/gpu-pool-consistency"]
@@ -66,7 +65,7 @@ def test_driver_drift_inside_a_pool_names_the_nodes(
 
 
 def test_different_pools_may_differ(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(
         objects.gpu_node(
@@ -76,9 +75,7 @@ def test_different_pools_may_differ(
     assert run(cluster_recipe, healthy_cluster)["conformance/gpu-pool-consistency"].status is results.Status.PASSED
 
 
-def test_untainted_node_in_a_tainted_pool(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
-) -> None:
+def test_untainted_node_in_a_tainted_pool(cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> None:
     node_named(healthy_cluster, "gpu-1")["spec"]["taints"] = []
     check = run(cluster_recipe, healthy_cluster)["conformance/gpu-pool-consistency"]
     assert check.status is results.Status.FAILED
@@ -86,7 +83,7 @@ def test_untainted_node_in_a_tainted_pool(
 
 
 def test_device_plugin_missing_from_a_node(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(objects.gpu_node("gpu-2"))
     check = run(cluster_recipe, healthy_cluster)["conformance/gpu-daemonsets-cover-gpu-nodes"]
@@ -95,14 +92,14 @@ def test_device_plugin_missing_from_a_node(
     assert check.evidence["missing"] == {"gpu-operator/nvidia-device-plugin-daemonset": ["gpu-2"]}
 
 
-def test_no_device_plugin_at_all(cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader) -> None:
+def test_no_device_plugin_at_all(cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> None:
     healthy_cluster.objects = [o for o in healthy_cluster.objects if o["kind"] != "DaemonSet"]
     check = run(cluster_recipe, healthy_cluster)["conformance/gpu-daemonsets-cover-gpu-nodes"]
     assert check.status is results.Status.FAILED and "no device-plugin DaemonSet" in check.message
 
 
 def test_operator_daemonset_selecting_a_subset_is_held_to_that_subset(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     node_named(healthy_cluster, "gpu-0")["metadata"]["labels"]["nvidia.com/mig.capable"] = "true"
     healthy_cluster.add(
@@ -119,7 +116,7 @@ def test_operator_daemonset_selecting_a_subset_is_held_to_that_subset(
 
 
 def test_daemonset_that_does_not_tolerate_the_gpu_taint(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(
         objects.daemon_set(
@@ -146,7 +143,7 @@ def _binding(kind: str, name: str, role: str, namespace: str, account: str) -> d
 
 
 def test_dsx_service_account_with_cluster_admin_fails(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     healthy_cluster.add(
         _binding("ClusterRoleBinding", "dsx-validator", "cluster-admin", "dsx-system", "dsx-validator"),
@@ -159,7 +156,7 @@ def test_dsx_service_account_with_cluster_admin_fails(
 
 
 def test_wildcard_cluster_role_counts_as_admin(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     healthy_cluster.add(
         {
@@ -180,15 +177,13 @@ def test_wildcard_cluster_role_counts_as_admin(
     assert check.message == "RoleBinding dsx-all gives dsx-system/dsx-agent ClusterRole everything"
 
 
-def test_forbidden_rbac_read_is_skipped(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
-) -> None:
+def test_forbidden_rbac_read_is_skipped(cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> None:
     healthy_cluster.forbidden_kinds.add("ClusterRole")
     check = run(cluster_recipe, healthy_cluster)["conformance/dsx-not-cluster-admin"]
     assert check.status is results.Status.SKIPPED and "forbidden" in check.message
 
 
-def test_snapshot_file_alone(cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader) -> None:
+def test_snapshot_file_alone(cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> None:
     found = run(cluster_recipe, healthy_cluster, live=False)
     assert found["conformance/gpu-daemonsets-cover-gpu-nodes"].status is results.Status.PASSED
     assert "snapshot counters" in found["conformance/gpu-daemonsets-cover-gpu-nodes"].message

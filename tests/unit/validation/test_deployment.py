@@ -7,12 +7,11 @@ import types
 from collections.abc import Callable
 
 from dsx.model import recipe, snapshot
+from dsx.testing.cluster_reader import FakeClusterReader
 from dsx.validation import cluster_snapshot, deployment, reading, results
 
 
-def run(
-    target: recipe.Recipe, reader: reading.FakeClusterReader, *, live: bool = True
-) -> dict[str, results.CheckResult]:
+def run(target: recipe.Recipe, reader: FakeClusterReader, *, live: bool = True) -> dict[str, results.CheckResult]:
     snap = cluster_snapshot.collect(reader, generator="dsx/test")
     found = deployment.check(target, snap, reading.LiveObjects(reader) if live else None)
     return {r.name: r for r in found}
@@ -22,14 +21,12 @@ def statuses(found: dict[str, results.CheckResult]) -> dict[str, str]:
     return {name: r.status.value for name, r in found.items()}
 
 
-def without(reader: reading.FakeClusterReader, kind: str, name_part: str) -> reading.FakeClusterReader:
+def without(reader: FakeClusterReader, kind: str, name_part: str) -> FakeClusterReader:
     reader.objects = [o for o in reader.objects if not (o["kind"] == kind and name_part in o["metadata"]["name"])]
     return reader
 
 
-def test_healthy_cluster_passes_every_check(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
-) -> None:
+def test_healthy_cluster_passes_every_check(cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> None:
     found = run(cluster_recipe, healthy_cluster)
     assert statuses(found) == {
         "deployment/cert-manager/installed": "passed",
@@ -53,7 +50,7 @@ def test_healthy_cluster_passes_every_check(
 
 
 def test_absent_components_are_each_named(cluster_recipe: recipe.Recipe) -> None:
-    empty = reading.FakeClusterReader()
+    empty = FakeClusterReader()
     found = run(cluster_recipe, empty)
     for name in ("cert-manager", "gpu-operator"):
         check = found[f"deployment/{name}/installed"]
@@ -64,7 +61,7 @@ def test_absent_components_are_each_named(cluster_recipe: recipe.Recipe) -> None
 
 
 def test_wrong_chart_version_names_both_versions(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(objects.release("gpu-operator", "gpu-operator", "v25.3.4", revision=2))
     check = run(cluster_recipe, healthy_cluster)["deployment/gpu-operator/installed"]
@@ -73,7 +70,7 @@ def test_wrong_chart_version_names_both_versions(
 
 
 def test_failed_release_status_fails(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(objects.release("cert-manager", "cert-manager", "v1.17.2", revision=2, status="failed"))
     check = run(cluster_recipe, healthy_cluster)["deployment/cert-manager/installed"]
@@ -81,7 +78,7 @@ def test_failed_release_status_fails(
 
 
 def test_release_in_another_namespace(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     without(healthy_cluster, "Secret", "cert-manager")
     healthy_cluster.add(objects.release("cert-manager", "kube-system", "v1.17.2"))
@@ -91,7 +88,7 @@ def test_release_in_another_namespace(
 
 
 def test_crashloop_in_running_pod_names_the_pod(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     without(healthy_cluster, "Pod", "nvidia-device-plugin-daemonset-1")
     healthy_cluster.add(
@@ -114,7 +111,7 @@ def test_crashloop_in_running_pod_names_the_pod(
 
 
 def test_job_pods_are_left_to_their_jobs(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(objects.pod("cert-manager", "startupapicheck-x", owner=("Job", "x"), waiting="ErrImagePull"))
     assert (
@@ -128,13 +125,13 @@ def test_image_tag_stands_in_for_a_release(
     target = recipe_factory(
         components=[{"name": "kueue", "type": "Manifest", "namespace": "kueue-system", "version": "v0.13.4"}]
     )
-    reader = reading.FakeClusterReader().add(
+    reader = FakeClusterReader().add(
         objects.deployment("kueue-system", "kueue-controller-manager", "registry.k8s.io/kueue/kueue:v0.13.4")
     )
     check = run(target, reader)["deployment/kueue/installed"]
     assert check.status is results.Status.PASSED
     assert check.evidence["image"] == "registry.k8s.io/kueue/kueue:v0.13.4"
-    other = reading.FakeClusterReader().add(
+    other = FakeClusterReader().add(
         objects.deployment("kueue-system", "kueue-controller-manager", "registry.k8s.io/kueue/kueue:v0.12.0")
     )
     check = run(target, other)["deployment/kueue/installed"]
@@ -143,7 +140,7 @@ def test_image_tag_stands_in_for_a_release(
 
 
 def test_snapshot_file_uses_counters_and_skips_what_needs_live_objects(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     found = run(cluster_recipe, healthy_cluster, live=False)
     assert found["deployment/gpu-operator/installed"].status is results.Status.PASSED
@@ -156,7 +153,7 @@ def test_snapshot_file_uses_counters_and_skips_what_needs_live_objects(
 
 
 def test_counters_show_an_unready_daemonset_offline(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     for obj in healthy_cluster.objects:
         if obj["kind"] == "DaemonSet":

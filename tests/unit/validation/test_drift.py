@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from dsx.errors import BadInputError
 from dsx.model import recipe, snapshot
-from dsx.validation import cluster_snapshot, drift, reading
+from dsx.testing.cluster_reader import FakeClusterReader
+from dsx.validation import cluster_snapshot, drift
 
 
-def snap_of(reader: reading.FakeClusterReader, captured_at: str = "2026-02-02T15:00:00Z") -> snapshot.Snapshot:
+def snap_of(reader: FakeClusterReader, captured_at: str = "2026-02-02T15:00:00Z") -> snapshot.Snapshot:
     return cluster_snapshot.collect(reader, generator="dsx/test", captured_at=captured_at)
 
 
@@ -26,9 +27,7 @@ def kinds(report: drift.DriftReport) -> list[tuple[str, str, str]]:
     return [(c.kind.value, c.subject, c.path) for c in report.changes]
 
 
-def test_matching_cluster_has_no_drift(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
-) -> None:
+def test_matching_cluster_has_no_drift(cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> None:
     report = drift.recipe_vs_snapshot(cluster_recipe, snap_of(healthy_cluster))
     assert report.changes == ()
     assert report.to_dict()["drift"] is False
@@ -36,7 +35,7 @@ def test_matching_cluster_has_no_drift(
 
 
 def test_values_drift_key_by_key(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     values = {"driver": {"version": "570.86.15"}, "cdi": {"enabled": True}, "toolkit": {"env": [{"name": "A"}]}}
     healthy_cluster.add(objects.release("gpu-operator", "gpu-operator", "v25.10.1", values, revision=2))
@@ -54,7 +53,7 @@ def test_values_drift_key_by_key(
 
 
 def test_version_status_missing_and_extra(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.objects = [
         o for o in healthy_cluster.objects if not (o["kind"] == "Secret" and "cert-manager" in o["metadata"]["name"])
@@ -75,7 +74,7 @@ def test_version_status_missing_and_extra(
 
 
 def test_one_nodes_driver_label_is_pool_drift(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(objects.gpu_node("gpu-2"))
     assert drift.recipe_vs_snapshot(cluster_recipe, snap_of(healthy_cluster)).changes == ()
@@ -95,7 +94,7 @@ def test_one_nodes_driver_label_is_pool_drift(
 
 
 def test_placement_labels_are_not_drift(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(
         objects.gpu_node(
@@ -113,7 +112,7 @@ def test_placement_labels_are_not_drift(
 
 
 def test_pool_label_itself_is_compared(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace
 ) -> None:
     healthy_cluster.add(objects.gpu_node("gpu-2", **{"nvidia.com/gpu.family": "hopper"}))
     report = drift.recipe_vs_snapshot(cluster_recipe, snap_of(healthy_cluster))
@@ -127,7 +126,7 @@ def test_non_helm_component_by_image_tag(
     target = recipe_factory(
         components=[{"name": "kueue", "type": "Manifest", "namespace": "kueue-system", "version": "v0.13.4"}]
     )
-    absent = reading.FakeClusterReader()
+    absent = FakeClusterReader()
     assert kinds(drift.recipe_vs_snapshot(target, snap_of(absent))) == [("missing-component", "kueue", "")]
     asserted = recipe_factory(
         components=[
@@ -141,9 +140,7 @@ def test_non_helm_component_by_image_tag(
         ]
     )
     assert kinds(drift.recipe_vs_snapshot(asserted, snap_of(absent))) == [("missing-component", "kueue", "")]
-    old = reading.FakeClusterReader().add(
-        objects.deployment("kueue-system", "kueue", "registry.k8s.io/kueue/kueue:v0.12.0")
-    )
+    old = FakeClusterReader().add(objects.deployment("kueue-system", "kueue", "registry.k8s.io/kueue/kueue:v0.12.0"))
     report = drift.recipe_vs_snapshot(target, snap_of(old))
     assert [c.to_dict() for c in report.changes] == [
         {"kind": "version", "subject": "kueue", "expected": "v0.13.4", "actual": "v0.12.0"}
@@ -187,9 +184,9 @@ def test_recipe_vs_recipe(recipe_factory: Callable[..., recipe.Recipe]) -> None:
     assert drift.recipe_vs_recipe(left, left).changes == ()
 
 
-def test_snapshot_vs_snapshot(healthy_cluster: reading.FakeClusterReader, objects: types.SimpleNamespace) -> None:
+def test_snapshot_vs_snapshot(healthy_cluster: FakeClusterReader, objects: types.SimpleNamespace) -> None:
     before = snap_of(healthy_cluster)
-    after_reader = reading.FakeClusterReader(version="v1.34.2").add(*objects.healthy(("gpu-0", "gpu-1", "gpu-2")))
+    after_reader = FakeClusterReader(version="v1.34.2").add(*objects.healthy(("gpu-0", "gpu-1", "gpu-2")))
     node = next(o for o in after_reader.objects if o["kind"] == "Node" and o["metadata"]["name"] == "gpu-1")
     node["metadata"]["labels"]["nvidia.com/cuda.driver.minor"] = "82"
     node["spec"]["taints"] = []
@@ -217,7 +214,7 @@ def test_snapshot_vs_snapshot(healthy_cluster: reading.FakeClusterReader, object
 
 
 def test_compare_documents_dispatches_and_refuses_mixed_kinds(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     snap = snap_of(healthy_cluster).to_dict()
     doc = cluster_recipe.to_dict()

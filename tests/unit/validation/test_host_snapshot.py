@@ -10,8 +10,8 @@ import pytest
 
 from dsx import serialization
 from dsx.errors import BadInputError, NotFoundError, UnavailableError
+from dsx.host import snapshot as host_snapshot
 from dsx.model import snapshot
-from dsx.validation import host_snapshot
 
 
 def smi_from(path: Path) -> host_snapshot.NvidiaSmi:

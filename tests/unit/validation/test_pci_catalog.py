@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from dsx import catalog, serialization
+from dsx.host import snapshot as host_snapshot
 from dsx.model import criteria
-from dsx.validation import host_snapshot
 
 
 def test_device_ids_are_unique_lowercase_hex() -> None:

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from dsx.certify import engine
-from dsx.certify.fake_executor import FakeExecutor
 from dsx.errors import UnavailableError
 from dsx.model import certification as model
 from dsx.model import recipe, snapshot
+from dsx.testing.fake_executor import FakeExecutor
 from dsx.validation import attestation, performance, results, run
 
 BLOCK = {"categories": ["nccl-all-reduce"]}

@@ -12,14 +12,15 @@ import pytest
 
 from dsx.errors import UnavailableError
 from dsx.model import recipe, snapshot
-from dsx.validation import cluster_snapshot, reading, reports, results, run
+from dsx.testing.cluster_reader import FakeClusterReader
+from dsx.validation import cluster_snapshot, reports, results, run
 
 ALL = tuple(results.PHASE_ORDER)
 
 
 def validate(
     target: recipe.Recipe,
-    reader: reading.FakeClusterReader,
+    reader: FakeClusterReader,
     phases: Sequence[results.Phase] = ALL,
     **kwargs: Any,
 ) -> results.Report:
@@ -28,7 +29,7 @@ def validate(
 
 
 def test_phases_run_in_order_and_only_those_asked(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     report = validate(cluster_recipe, healthy_cluster, phases=[results.Phase.CONFORMANCE, results.Phase.READINESS])
     assert report.phases == (results.Phase.READINESS, results.Phase.CONFORMANCE)
@@ -38,7 +39,7 @@ def test_phases_run_in_order_and_only_those_asked(
 
 
 def test_performance_without_engine_is_skipped_with_the_reason(
-    recipe_factory: Callable[..., recipe.Recipe], healthy_cluster: reading.FakeClusterReader
+    recipe_factory: Callable[..., recipe.Recipe], healthy_cluster: FakeClusterReader
 ) -> None:
     target = recipe_factory(certification={"categories": ["nccl-all-reduce"]})
     report = validate(target, healthy_cluster, phases=[results.Phase.PERFORMANCE])
@@ -50,7 +51,7 @@ def test_performance_without_engine_is_skipped_with_the_reason(
 
 
 def test_performance_runs_through_the_runner(
-    recipe_factory: Callable[..., recipe.Recipe], healthy_cluster: reading.FakeClusterReader
+    recipe_factory: Callable[..., recipe.Recipe], healthy_cluster: FakeClusterReader
 ) -> None:
     seen: list[Mapping[str, Any]] = []
 
@@ -72,7 +73,7 @@ def test_performance_runs_through_the_runner(
 
 
 def test_performance_is_skipped_after_a_failed_phase(
-    recipe_factory: Callable[..., recipe.Recipe], healthy_cluster: reading.FakeClusterReader
+    recipe_factory: Callable[..., recipe.Recipe], healthy_cluster: FakeClusterReader
 ) -> None:
     target = recipe_factory(constraints=["K8s.server.version >= 1.99"], certification={"categories": ["x"]})
 
@@ -86,7 +87,7 @@ def test_performance_is_skipped_after_a_failed_phase(
     assert report.results[-1].message == "skipped: an earlier phase failed"
 
 
-def test_report_subject(cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader) -> None:
+def test_report_subject(cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> None:
     report = validate(cluster_recipe, healthy_cluster)
     assert report.subject.recipe_digest == cluster_recipe.metadata.digest
     assert report.subject.snapshot_digest.startswith("sha256:")
@@ -95,7 +96,7 @@ def test_report_subject(cluster_recipe: recipe.Recipe, healthy_cluster: reading.
 
 @pytest.fixture
 def failing_report(cluster_recipe: recipe.Recipe) -> results.Report:
-    return validate(cluster_recipe, reading.FakeClusterReader(), phases=[results.Phase.DEPLOYMENT])
+    return validate(cluster_recipe, FakeClusterReader(), phases=[results.Phase.DEPLOYMENT])
 
 
 def test_ctrf_lists_every_check_with_phase_status_message_evidence(failing_report: results.Report) -> None:
@@ -120,7 +121,7 @@ def test_ctrf_lists_every_check_with_phase_status_message_evidence(failing_repor
     assert all(t["status"] in ("passed", "failed", "skipped") for t in doc["results"]["tests"])
 
 
-def test_reports_are_deterministic(cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader) -> None:
+def test_reports_are_deterministic(cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader) -> None:
     first = validate(cluster_recipe, healthy_cluster)
     healthy_cluster.objects.reverse()
     second = validate(cluster_recipe, healthy_cluster)
@@ -152,7 +153,7 @@ def test_table_has_one_line_per_check_and_a_verdict(failing_report: results.Repo
     assert lines[-1].startswith("FAILED: test: ")
 
 
-def test_long_messages_are_shown_whole(healthy_cluster: reading.FakeClusterReader) -> None:
+def test_long_messages_are_shown_whole(healthy_cluster: FakeClusterReader) -> None:
     subject = results.Subject("r", "sha256:a", "sha256:b")
     long = results.failed("deployment/x", results.Phase.DEPLOYMENT, "pod a: CrashLoopBackOff; " * 20)
     report = results.Report(subject, (results.Phase.DEPLOYMENT,), (long,), "dsx/0.1.0")

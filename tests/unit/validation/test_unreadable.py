@@ -15,10 +15,11 @@ from dsx import serialization
 from dsx.cli.main import main
 from dsx.errors import ForbiddenError
 from dsx.model import recipe, snapshot
+from dsx.testing.cluster_reader import FakeClusterReader
 from dsx.validation import cluster_snapshot, conformance, deployment, drift, reading, results
 
 
-def snap_of(reader: reading.FakeClusterReader) -> snapshot.Snapshot:
+def snap_of(reader: FakeClusterReader) -> snapshot.Snapshot:
     return cluster_snapshot.collect(reader, generator="dsx/test", captured_at="2026-02-02T15:00:00Z")
 
 
@@ -26,7 +27,7 @@ def by_name(found: list[results.CheckResult]) -> dict[str, results.CheckResult]:
     return {r.name: r for r in found}
 
 
-class CountingReader(reading.FakeClusterReader):
+class CountingReader(FakeClusterReader):
     """Counts list calls, to show a denied kind is asked for once."""
 
     calls: int = 0
@@ -36,14 +37,14 @@ class CountingReader(reading.FakeClusterReader):
         return super().list(api_version, kind, namespace, **kwargs)
 
 
-def test_a_denied_node_list_fails_the_snapshot(healthy_cluster: reading.FakeClusterReader) -> None:
+def test_a_denied_node_list_fails_the_snapshot(healthy_cluster: FakeClusterReader) -> None:
     healthy_cluster.forbidden_kinds.add("Node")
     with pytest.raises(ForbiddenError, match="cannot list Node"):
         snap_of(healthy_cluster)
 
 
 def test_unreadable_releases_and_workloads_skip_installed_and_counter_checks(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     healthy_cluster.forbidden_kinds |= {"Secret", "Deployment", "DaemonSet"}
     found = by_name(deployment.check(cluster_recipe, snap_of(healthy_cluster), None))
@@ -57,7 +58,7 @@ def test_unreadable_releases_and_workloads_skip_installed_and_counter_checks(
 
 
 def test_a_denied_live_pod_list_skips_the_checks_that_need_pods_and_is_asked_once(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     snap = snap_of(healthy_cluster)
     counting = CountingReader(version=healthy_cluster.version, objects=healthy_cluster.objects)
@@ -79,7 +80,7 @@ def test_a_denied_live_pod_list_skips_the_checks_that_need_pods_and_is_asked_onc
 
 
 def test_unreadable_daemon_sets_skip_coverage_offline_and_live(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     healthy_cluster.forbidden_kinds.add("DaemonSet")
     snap = snap_of(healthy_cluster)
@@ -94,7 +95,7 @@ def test_unreadable_daemon_sets_skip_coverage_offline_and_live(
 
 
 def test_diff_does_not_call_unreadable_components_missing(
-    cluster_recipe: recipe.Recipe, healthy_cluster: reading.FakeClusterReader
+    cluster_recipe: recipe.Recipe, healthy_cluster: FakeClusterReader
 ) -> None:
     healthy_cluster.forbidden_kinds.add("Secret")
     report = drift.recipe_vs_snapshot(cluster_recipe, snap_of(healthy_cluster))
@@ -107,7 +108,7 @@ def test_diff_does_not_call_unreadable_components_missing(
 
 def test_fail_on_drift_fails_closed_on_what_it_could_not_compare(
     cluster_recipe: recipe.Recipe,
-    healthy_cluster: reading.FakeClusterReader,
+    healthy_cluster: FakeClusterReader,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -9,8 +9,6 @@ from typing import Any
 
 from dsx.health import breaker, drain, quarantine, recertify, remediation, stages
 from dsx.health import policy as policy_module
-from dsx.health.inmemory import InMemoryEventStore
-from dsx.health.inmemory_nodes import InMemoryNodeOps
 from dsx.health.policy import SentinelPolicy, Stage
 from dsx.health.ports import (
     Observer,
@@ -29,6 +27,8 @@ from dsx.model.health import (
     ProcessingStrategy,
     RecommendedAction,
 )
+from dsx.testing.inmemory import InMemoryEventStore
+from dsx.testing.inmemory_nodes import InMemoryNodeOps
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

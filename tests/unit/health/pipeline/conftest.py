@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsx.health.inmemory import InMemoryEventStore
+from dsx.testing.inmemory import InMemoryEventStore
 
 from .builders import Clock, RecordingObserver
 

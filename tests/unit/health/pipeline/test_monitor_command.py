@@ -14,8 +14,8 @@ from dsx.api import security
 from dsx.cli.main import main
 from dsx.controllers import http, telemetry
 from dsx.health import ingest, pipeline_status
-from dsx.health.inmemory import InMemoryEventStore
 from dsx.store import open_store
+from dsx.testing.inmemory import InMemoryEventStore
 
 TOKEN = "monitor-test-token-0123456789"
 LINES = [
@@ -214,7 +214,7 @@ def test_batch_sizes_agree_from_the_log_reader_to_the_sender_to_ingest(tmp_path:
     import inspect
 
     from dsx.controllers import monitors
-    from dsx.health.monitors.kernel_log import KernelLogMonitor
+    from dsx.host.kernel_log import KernelLogMonitor
 
     from .builders import xid
 

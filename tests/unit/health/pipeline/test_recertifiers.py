@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 from dsx import logs
-from dsx.certify.fake_executor import FakeJobLauncher
 from dsx.cli.main import main
 from dsx.controllers import sentinel_wiring
 from dsx.errors import BadInputError
+from dsx.executors import recertify as recertifiers
 from dsx.health import policy as policy_module
 from dsx.health import recertify
 from dsx.health.policy import Stage
 from dsx.health.ports import RecertificationRequest, Taint, TaintEffect
 from dsx.model import certification as model
+from dsx.testing.fake_executor import FakeJobLauncher
 
 from .builders import policy_with
 
@@ -53,9 +54,9 @@ def _fleet() -> list[model.CandidateNode]:
 
 def _recertifier(
     threshold: str, launcher: FakeJobLauncher, fleet: list[model.CandidateNode] | None = None
-) -> recertify.ClusterRecertifier:
+) -> recertifiers.ClusterRecertifier:
     chosen = _policy(threshold)
-    return recertify.ClusterRecertifier(
+    return recertifiers.ClusterRecertifier(
         chosen.certification,
         launcher,
         lambda: fleet if fleet is not None else _fleet(),

@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
+from dsx import remediators
 from dsx.health import nodes, remediation
-from dsx.health.inmemory_nodes import InMemoryNodeOps
 from dsx.health.policy import PIPELINE
 from dsx.health.ports import NodeChange, RemediationKind, RemediationRequest
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState, RecommendedAction
 from dsx.sim.remediation import SimProvider
+from dsx.testing.inmemory_nodes import InMemoryNodeOps
 
 from .builders import FakeProvider, Pipeline, cluster, gpu_check, gpu_node, policy_with, xid
 
@@ -214,7 +215,7 @@ def test_the_script_provider_passes_arguments_without_a_shell(tmp_path: Path) ->
         "print('power cycled')\n"
     )
     tricky = dataclasses.replace(REQUEST, reason="$(touch /tmp/pwned); `id` && rm -rf /")
-    provider = remediation.ScriptProvider([sys.executable, str(script), "--host={node}", "{kind}", "{reason}"])
+    provider = remediators.ScriptProvider([sys.executable, str(script), "--host={node}", "{kind}", "{reason}"])
     result = provider.remediate(tricky)
     assert result.succeeded and result.message == "power cycled"
     written = json.loads(ledger.read_text())
@@ -225,7 +226,7 @@ def test_the_script_provider_passes_arguments_without_a_shell(tmp_path: Path) ->
 def test_the_script_provider_reports_a_failing_exit(tmp_path: Path) -> None:
     script = tmp_path / "fail.py"
     script.write_text("import sys\nprint('BMC unreachable', file=sys.stderr)\nsys.exit(3)\n")
-    result = remediation.ScriptProvider([sys.executable, str(script)]).remediate(REQUEST)
+    result = remediators.ScriptProvider([sys.executable, str(script)]).remediate(REQUEST)
     assert not result.succeeded and "exited 3: BMC unreachable" in result.message
 
 
@@ -259,7 +260,7 @@ def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
 
 def test_the_webhook_provider_posts_the_request_with_a_bearer_token(webhook) -> None:
     url, received = webhook
-    provider = remediation.WebhookProvider(url, token="s3cret-token-value")
+    provider = remediators.WebhookProvider(url, token="s3cret-token-value")
     assert provider.remediate(REQUEST).message == "queued"
     failed = provider.remediate(dataclasses.replace(REQUEST, node_name="broken"))
     assert not failed.succeeded and failed.message == "no such host"
@@ -269,7 +270,7 @@ def test_the_webhook_provider_posts_the_request_with_a_bearer_token(webhook) -> 
 
 
 def test_an_unreachable_webhook_is_a_failure_not_a_crash() -> None:
-    result = remediation.WebhookProvider("http://127.0.0.1:9/none", timeout_seconds=2).remediate(REQUEST)
+    result = remediators.WebhookProvider("http://127.0.0.1:9/none", timeout_seconds=2).remediate(REQUEST)
     assert not result.succeeded
 
 

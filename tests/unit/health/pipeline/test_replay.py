@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from dsx.health import replay
 from dsx.health.eventstore import StoredEvent
 from dsx.health.policy import BreakerSettings, ProviderKind, ProviderSettings
 from dsx.model.health import RecommendedAction
+from dsx.testing import replay
 
 from .builders import T0, gpu_node, informational, pod, policy_with, xid
 

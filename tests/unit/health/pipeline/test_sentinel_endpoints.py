@@ -20,8 +20,8 @@ from dsx import logs
 from dsx.api import security
 from dsx.controllers import http, kube_nodes, telemetry
 from dsx.health import ingest, pipeline_status
-from dsx.health.inmemory import InMemoryEventStore
 from dsx.health.ports import NodeChange, Taint, TaintEffect
+from dsx.testing.inmemory import InMemoryEventStore
 
 from .builders import gpu_node, xid
 

@@ -18,9 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsx.certify import collectives
+from dsx.certify import collectives, workload
 from dsx.certify.executor import Purpose, RunOutcome, WorkloadRun
-from dsx.certify.local import worker
 from dsx.certify.parsing import nccl, training
 from dsx.model import certification as model
 
@@ -74,12 +73,12 @@ class FakeExecutor:
         crashed = [n for n, k in faults.items() if k is model.FaultKind.CRASH]
         if crashed:
             logs = {
-                n: f"dsx-worker: rank {i} on {n}: injected crash, exiting with code {worker.CRASH_EXIT_CODE}\n"
+                n: f"dsx-worker: rank {i} on {n}: injected crash, exiting with code {workload.CRASH_EXIT_CODE}\n"
                 if n in crashed
                 else PEER_LOST.format(rank=i, node=n) + "\n"
                 for i, n in enumerate(run.nodes)
             }
-            codes = {n: worker.CRASH_EXIT_CODE if n in crashed else 1 for n in run.nodes}
+            codes = {n: workload.CRASH_EXIT_CODE if n in crashed else 1 for n in run.nodes}
             return RunOutcome(run, logs[run.nodes[0]], logs, codes, duration_seconds=RUN_SECONDS)
         slow = model.FaultKind.SLOW in kinds
         corrupt = model.FaultKind.CORRUPT in kinds
@@ -151,7 +150,7 @@ def _training_log(run: WorkloadRun, *, slow: bool, slow_factor: float, corrupt: 
         if step % shape.log_interval == 0
     ]
     if corrupt:
-        lines.append(f" validation: {worker.WRONG_RESULTS_MARKER}: ranks [1] differ from rank 0")
+        lines.append(f" validation: {workload.WRONG_RESULTS_MARKER}: ranks [1] differ from rank 0")
     return "\n".join(lines) + "\n"
 
 

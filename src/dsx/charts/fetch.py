@@ -3,7 +3,7 @@
 Two kinds of source: a Helm repository (`https://…`: `index.yaml` names the archive and its
 sha256) and an OCI registry (`oci://host/path`: the registry HTTP API, with an anonymous
 bearer token when the registry asks for one). The archive's digest is checked, the chart is
-reduced to the cache layout (see dsx.lint.archive) and the cache entry is written in one
+reduced to the cache layout (see dsx.charts.archive) and the cache entry is written in one
 rename. Every network or format problem becomes `ChartUnavailable` with the reason, so the
 component is reported as `not linted` instead of failing the run.
 """
@@ -24,8 +24,8 @@ from email.message import Message
 from pathlib import Path
 from typing import Any
 
+from dsx.charts import archive, sources
 from dsx.errors import BadInputError
-from dsx.lint import archive, sources
 from dsx.lint import chart as chart_data
 from dsx.model.recipe import ComponentRef
 

@@ -24,11 +24,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dsx.certify import catalog, workload
+from dsx.certify import workload
 from dsx.certify.executor import JobLauncher, RunOutcome, WorkloadRun
 from dsx.errors import DsxError, UnavailableError
 from dsx.images import WORKLOAD_IMAGE
 from dsx.model import certification as model
+from dsx.model import certify_catalog as catalog
 
 CERTIFICATION_LABEL = "certify.dsx.run/certification"
 RUN_LABEL = "certify.dsx.run/run"

@@ -26,8 +26,6 @@ from typing import Any
 
 from dsx.health import analyzer, breaker, drain, nodes, quarantine, recertify, remediation, stages
 from dsx.health.eventstore import StoredEvent
-from dsx.health.inmemory import InMemoryEventStore
-from dsx.health.inmemory_nodes import InMemoryNodeOps
 from dsx.health.policy import PIPELINE, ProviderKind, SentinelPolicy, Stage
 from dsx.health.ports import (
     RecertificationRequest,
@@ -39,6 +37,8 @@ from dsx.health.ports import (
 )
 from dsx.health.validation_requests import ValidationRunner
 from dsx.model.health import NodeState
+from dsx.testing.inmemory import InMemoryEventStore
+from dsx.testing.inmemory_nodes import InMemoryNodeOps
 
 PROVIDER_KINDS: Mapping[ProviderKind, frozenset[RemediationKind]] = {
     ProviderKind.NONE: frozenset(),

@@ -1,4 +1,4 @@
-"""Where chart data comes from: the `ChartSource` protocol and the local sources behind it.
+"""Where chart data comes from: the sources behind the `ChartSource` port (`dsx.lint.ports`).
 
 Lookup order (`default_source`): `--charts DIR`, the user's chart cache, the charts packaged
 in the dsx catalog, then the chart's own repository when online (which fills the cache). Each
@@ -10,33 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
 
 from dsx import catalog, settings
-from dsx.errors import NotFoundError
 from dsx.lint import chart as chart_data
+from dsx.lint.ports import ChartSource, ChartUnavailable, chart_name
 from dsx.model.recipe import ComponentRef
-
-
-class ChartUnavailable(NotFoundError):
-    """No chart data for a component at its pinned version; the message is the reason.
-
-    `looked` is the short part one source contributes when a chain joins every source's answer.
-    """
-
-    def __init__(self, message: str, *, looked: str = "") -> None:
-        super().__init__(message)
-        self.looked = looked or message
-
-
-class ChartSource(Protocol):
-    def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
-        """The chart the component installs, at its pinned version; ChartUnavailable otherwise."""
-        ...
-
-
-def chart_name(component: ComponentRef) -> str:
-    return component.chart or component.name
 
 
 def version_spellings(version: str) -> list[str]:
@@ -117,10 +95,23 @@ def default_source(
     if offline:
         chain.append(_Offline())
     else:
-        from dsx.lint import fetch
+        from dsx.charts import fetch
 
         chain.append(fetch.RepositoryFetcher(cache))
     return ChainSource(chain)
+
+
+__all__ = [
+    "ChainSource",
+    "ChartSource",
+    "ChartUnavailable",
+    "DirectorySource",
+    "chart_name",
+    "default_source",
+    "offline_reason",
+    "packaged_charts",
+    "version_spellings",
+]
 
 
 class _Offline:

@@ -1,6 +1,6 @@
 """One rank of a local certification workload, and a fork server that starts ranks cheaply.
 
-`python -m dsx.certify.local.worker run ...` is one rank, configured like a torchrun child
+`python -m dsx.executors.local.worker run ...` is one rank, configured like a torchrun child
 (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: env:// rendezvous); it also runs
 unchanged in a pod. It measures a collective sweep and prints nccl-tests' table (rank 0), or
 trains a small model with DDP and prints Megatron-style iteration lines (every rank, so each
@@ -41,14 +41,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from dsx.certify import collectives
+from dsx.certify import collectives, workload
 from dsx.certify.parsing import nccl, training
 from dsx.model.certification import Collective, FaultKind
 
-CRASH_EXIT_CODE = 134
-"""What a rank killed by an abort reports through a shell (128 + SIGABRT)."""
-
-WRONG_RESULTS_MARKER = "replicas out of sync"
+CRASH_EXIT_CODE = workload.CRASH_EXIT_CODE
+WRONG_RESULTS_MARKER = workload.WRONG_RESULTS_MARKER
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dsx.certify.local.worker")
+    parser = argparse.ArgumentParser(prog="python -m dsx.executors.local.worker")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="fork server: read JSON requests on stdin, fork one rank per request")
     run_parser = sub.add_parser("run", help="run one rank (env:// rendezvous)")

@@ -192,7 +192,7 @@ class _ForkServer:
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         try:
             self._process = subprocess.Popen(
-                [python, "-m", "dsx.certify.local.worker", "serve"],
+                [python, "-m", "dsx.executors.local.worker", "serve"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,

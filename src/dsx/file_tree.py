@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsx import serialization
-from dsx.bundles import checksums, layout
 from dsx.errors import BadInputError, NotFoundError
+from dsx.model import bundle_layout as layout
+from dsx.model import checksums
 
 
 @dataclass(frozen=True)
