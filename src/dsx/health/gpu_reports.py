@@ -35,6 +35,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import defusedxml
+import defusedxml.ElementTree as defused
+
 from dsx.errors import BadInputError
 from dsx.health import xid
 from dsx.model.health import RecommendedAction
@@ -275,8 +278,10 @@ def _text_tree(text: str) -> Node:
 
 def _xml_tree(text: str, source: str) -> Node:
     try:
-        element = ElementTree.fromstring(text)  # noqa: S314  (no entities are expanded by ElementTree)
-    except ElementTree.ParseError as exc:
+        element = defused.fromstring(text)  # refuses DTDs and entities: ElementTree alone expands internal ones
+    except defusedxml.DefusedXmlException as exc:
+        raise BadInputError(f"{source}: nvidia-smi XML declares entities or a DTD; refusing them: {exc}") from exc
+    except defused.ParseError as exc:
         raise BadInputError(f"{source}: not well-formed nvidia-smi XML: {exc}") from exc
 
     def convert(e: ElementTree.Element) -> Node:

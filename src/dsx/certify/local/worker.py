@@ -22,7 +22,7 @@ node below its threshold whatever the load on a shared machine does to the run.
 Every rank appends a byte to DSX_PROGRESS_FILE after each operation or step, so the
 executor can tell a rank blocked in a collective from one that is merely between rows.
 
-torch is imported here only, lazily (DEVELOPERS.md: the collectives extra is optional).
+torch is imported here only, lazily (pyproject.toml: the `collectives` extra is optional).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ _FACTOR_ALL_REDUCE = frozenset({"all_reduce"})
 
 
 def busbw_factor(collective: str, ranks: int) -> float:
-    """nccl-tests' busbw/algbw ratio (doc/PERFORMANCE.md): all-reduce 2(n-1)/n; reduce-scatter,
+    """nccl-tests' busbw/algbw ratio (NVIDIA/nccl-tests doc/PERFORMANCE.md): all-reduce 2(n-1)/n; reduce-scatter,
     all-gather, alltoall, gather, scatter, hypercube (n-1)/n; broadcast, reduce, sendrecv 1."""
     if collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")

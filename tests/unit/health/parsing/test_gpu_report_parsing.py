@@ -155,6 +155,18 @@ def test_malformed_xml_is_a_clear_error() -> None:
 # --- dcgmi diag ----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "xml",
+    [
+        '<!DOCTYPE x [<!ENTITY a "aaaa">]><nvidia_smi_log><gpu id="0">&a;</gpu></nvidia_smi_log>',
+        '<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><nvidia_smi_log>&e;</nvidia_smi_log>',
+    ],
+)
+def test_xml_entities_are_refused_not_expanded(xml: str) -> None:
+    with pytest.raises(BadInputError, match=r"gpu\.xml: nvidia-smi XML declares entities or a DTD"):
+        gpu_reports.parse_smi(xml, source="gpu.xml")
+
+
 def test_dcgm_deployment_pass_cut_table_is_incomplete_without_failures() -> None:
     report = gpu_reports.parse_diag(read("dcgm", "01-pass-r3-deployment-dcgm3.0.4.txt"))
     assert report.count(DiagStatus.PASS) == 9 and len(report.results) == 9
