@@ -2,8 +2,9 @@
 
 One table (`DIMENSIONS`) drives parsing, validation, error messages, the CLI flags' help
 (`dsx.cli.recipe_cmd`) and the API's criteria fields (`dsx.api.routes_configure`), so a new
-allowed value is a one-line change (tests/unit/recipes/test_criteria_table.py proves it). Values are case-insensitive; `any` is the wildcard on both sides, and an
-overlay that leaves a field out means the same as `any` (see docs/adr/0002).
+allowed value is a one-line change (tests/unit/recipes/test_criteria_table.py proves it).
+Values are case-insensitive; `any` is the wildcard on both sides, and an overlay that leaves a
+field out means the same as `any` (see docs/adr/0002).
 """
 
 from __future__ import annotations
