@@ -23,6 +23,8 @@ PACKAGE_TIER = {
     "settings": "foundation",
     "serialization": "foundation",
     "atomic": "foundation",
+    "ratelimit": "foundation",
+    "retry": "foundation",
     "catalog": "foundation",
     "__init__": "foundation",
     "cel": "foundation",

@@ -64,6 +64,15 @@ def _root(environ: Mapping[str, str], explicit: str, xdg: str, fallback: Path) -
     return Path(given) if given else Path(environ.get(xdg) or fallback) / "dsx"
 
 
+API_MAX_BODY_BYTES = 1 << 20
+"""1 MiB: recipes and criteria are a few kB; anything larger is a mistake or an attack (`dsx serve`, the sentinel)."""
+
+API_RATE_PER_SECOND = 20.0
+"""Sustained requests per second per client of `dsx serve`; bursts up to `API_BURST`."""
+
+API_BURST = 40
+"""Requests a client may send at once: two seconds' worth at the default rate."""
+
 KUBERNETES_VERSION = "1.36.3"
 """The control-plane version dsx sim builds and tests against (≥ 1.34 required)."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from dsx import settings
 from dsx.cli.params import FiniteFloatRange, log_format_option
 
 
@@ -14,11 +15,11 @@ from dsx.cli.params import FiniteFloatRange, log_format_option
 @click.option(
     "--store", "store_url", default=None, metavar="URL", help="Sentinel event store (sqlite:///… or postgresql://…)."
 )
-@click.option("--max-body-bytes", default=1 << 20, show_default=True, type=click.IntRange(1024))
+@click.option("--max-body-bytes", default=settings.API_MAX_BODY_BYTES, show_default=True, type=click.IntRange(1024))
 @click.option(
     "--rate",
     "rate_per_second",
-    default=20.0,
+    default=settings.API_RATE_PER_SECOND,
     show_default=True,
     type=FiniteFloatRange(0.1, 1_000_000),
     help="Sustained requests per second per token.",

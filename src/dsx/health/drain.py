@@ -36,6 +36,7 @@ from dsx.health.policy import DrainMode, DrainSettings, NamespaceMode, SentinelP
 from dsx.health.ports import EvictionOutcome, NodeOps, Observer
 from dsx.health.quarantine import state_change
 from dsx.model.health import NodeState, RecommendedAction
+from dsx.ratelimit import TokenBucket
 
 STAGE = Stage.DRAIN.value
 
@@ -110,26 +111,6 @@ def _kept_because(pod: Mapping[str, Any], gpus: Sequence[str] | None) -> str:
         if used is not None and not used & set(gpus):
             return "uses other GPUs (partial drain)"
     return ""
-
-
-class TokenBucket:
-    """Eviction rate limit shared by every node's drain (thread-safe)."""
-
-    def __init__(self, rate_per_second: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate, self.burst, self._clock = rate_per_second, burst, clock
-        self._tokens, self._last = float(burst), clock()
-        self._lock = threading.Lock()
-
-    def take(self) -> bool:
-        """Spend one token if there is one."""
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
-            self._last = now
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
-                return True
-            return False
 
 
 @dataclass
