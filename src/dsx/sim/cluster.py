@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsx import atomic, errors, serialization, settings
+from dsx import atomic, errors, retry, serialization, settings
 from dsx.kube.client import KubeClient
 from dsx.sim import binaries, kwok, nodes, pki, processes
 
@@ -497,7 +497,7 @@ class SimCluster:
 
         `component` is the one whose readiness `check` reflects, so a timeout names it and shows its log.
         """
-        while True:
+        for _ in retry.attempts(timeout_seconds=deadline - time.monotonic(), backoff=retry.Backoff(0.2)):
             for record in state.processes:
                 if not processes.alive(record):
                     raise errors.UnavailableError(
@@ -507,12 +507,8 @@ class SimCluster:
             with contextlib.suppress(errors.UnavailableError, errors.DeadlineExceededError):
                 if check():
                     return
-            if time.monotonic() > deadline:
-                log = self.state_dir / "logs" / f"{component}.log"
-                raise errors.DeadlineExceededError(
-                    f"dsx sim: timed out waiting for {component} {what}; {_log_evidence(log)}"
-                )
-            time.sleep(0.2)
+        log = self.state_dir / "logs" / f"{component}.log"
+        raise errors.DeadlineExceededError(f"dsx sim: timed out waiting for {component} {what}; {_log_evidence(log)}")
 
     def _all_alive(self, state: ClusterState) -> bool:
         started = {p.component for p in state.processes}
