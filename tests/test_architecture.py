@@ -25,6 +25,7 @@ PACKAGE_TIER = {
     "atomic": "foundation",
     "ratelimit": "foundation",
     "retry": "foundation",
+    "httpclient": "foundation",
     "catalog": "foundation",
     "__init__": "foundation",
     "cel": "foundation",

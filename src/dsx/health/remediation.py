@@ -28,14 +28,12 @@ import json
 import logging
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsx import serialization
+from dsx import httpclient, serialization
 from dsx.errors import BadInputError, ConflictError, NotFoundError
 from dsx.health import incidents, nodes, stages
 from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent
@@ -161,18 +159,23 @@ class WebhookProvider:
         return kind in self.kinds
 
     def remediate(self, request: RemediationRequest) -> RemediationResult:
-        headers = {"Content-Type": "application/json", "Idempotency-Key": request.request_id}
+        headers = {"Idempotency-Key": request.request_id}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        body = json.dumps(request.to_dict()).encode()
-        call = urllib.request.Request(self.url, data=body, headers=headers, method="POST")  # noqa: S310 - configured http(s) URL
         try:
-            with urllib.request.urlopen(call, timeout=self.timeout_seconds) as response:  # noqa: S310
-                text = response.read(65536).decode(errors="replace")
-        except urllib.error.HTTPError as exc:
-            return RemediationResult(False, f"{self.url} answered {exc.code}")
-        except (urllib.error.URLError, OSError) as exc:
-            return RemediationResult(False, f"{self.url}: {getattr(exc, 'reason', exc)}")
+            response = httpclient.request(
+                "POST",
+                self.url,
+                json_body=request.to_dict(),
+                headers=headers,
+                timeout_seconds=self.timeout_seconds,
+                max_bytes=65536,
+            )
+        except httpclient.TransportError as exc:
+            return RemediationResult(False, str(exc))
+        if not response.ok:
+            return RemediationResult(False, f"{self.url} answered {response.status}")
+        text = response.text()
         try:
             answer = json.loads(text) if text.strip() else {}
         except ValueError:
