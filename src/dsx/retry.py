@@ -38,13 +38,21 @@ class Backoff:
         if not (self.initial_seconds >= 0 and self.factor >= 1 and self.max_seconds >= 0 and 0 <= self.jitter <= 1):
             raise ValueError(f"back-off out of range: {self}")
 
+    def delay(self, retry: int) -> float:
+        """The wait before retry number `retry` (1 before the second attempt): initial × factor^(retry-1), capped."""
+        try:
+            raw = self.initial_seconds * self.factor ** max(0, retry - 1)
+        except OverflowError:
+            raw = math.inf
+        capped = min(raw, self.max_seconds)
+        return capped * (1.0 - self.jitter * random.random()) if self.jitter else capped
+
     def delays(self) -> Iterator[float]:
         """The waits before the second, third, … attempt."""
-        delay = self.initial_seconds
+        retry = 1
         while True:
-            capped = min(delay, self.max_seconds)
-            yield capped * (1.0 - self.jitter * random.random()) if self.jitter else capped
-            delay *= self.factor
+            yield self.delay(retry)
+            retry += 1
 
 
 IMMEDIATE = Backoff(initial_seconds=0.0)

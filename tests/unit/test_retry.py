@@ -65,3 +65,10 @@ def test_jitter_only_shortens_waits() -> None:
 def test_nonsense_back_off_is_refused(fields: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="back-off out of range"):
         retry.Backoff(**fields)
+
+
+def test_delay_n_is_the_nth_wait_and_huge_retries_stay_capped() -> None:
+    backoff = retry.Backoff(initial_seconds=0.5, factor=2.0, max_seconds=30.0)
+    waits = backoff.delays()
+    assert [backoff.delay(n) for n in range(1, 8)] == [next(waits) for _ in range(7)] == [0.5, 1, 2, 4, 8, 16, 30]
+    assert backoff.delay(100_000) == 30.0
