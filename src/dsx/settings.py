@@ -64,6 +64,20 @@ def _root(environ: Mapping[str, str], explicit: str, xdg: str, fallback: Path) -
     return Path(given) if given else Path(environ.get(xdg) or fallback) / "dsx"
 
 
+API_PORT = 8080
+"""`dsx serve`'s port."""
+
+SENTINEL_PORT = 9464
+"""The sentinel's probes, metrics and ingestion (the Prometheus exporter range)."""
+
+SENTINEL_WORKERS = 16
+"""Worker threads per sentinel stage: nodes handled in parallel."""
+
+LEADER_LEASE_DURATION_SECONDS = 15.0
+LEADER_RENEW_DEADLINE_SECONDS = 10.0
+LEADER_RETRY_PERIOD_SECONDS = 2.0
+"""Leader election timings, client-go's defaults (docs/adr/0008)."""
+
 API_MAX_BODY_BYTES = 1 << 20
 """1 MiB: recipes and criteria are a few kB; anything larger is a mistake or an attack (`dsx serve`, the sentinel)."""
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dsx import settings
 from dsx.cli import output as cli_output
 from dsx.cli import sentinel_render
 from dsx.cli.params import INT64_MAX, FiniteFloatRange, log_format_option
@@ -35,8 +36,6 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _default_store() -> str:
-    from dsx import settings
-
     folder = settings.paths().state_dir / "sentinel"
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'events.db'}"
@@ -134,13 +133,25 @@ def _leader_election_options(command: Any) -> Any:
         ),
         click.option("--leader-elect-lease-name", "leader_lease_name", default="dsx-sentinel", show_default=True),
         click.option(
-            "--leader-elect-lease-duration", "leader_lease_duration", default=15.0, show_default=True, type=seconds
+            "--leader-elect-lease-duration",
+            "leader_lease_duration",
+            default=settings.LEADER_LEASE_DURATION_SECONDS,
+            show_default=True,
+            type=seconds,
         ),
         click.option(
-            "--leader-elect-renew-deadline", "leader_renew_deadline", default=10.0, show_default=True, type=seconds
+            "--leader-elect-renew-deadline",
+            "leader_renew_deadline",
+            default=settings.LEADER_RENEW_DEADLINE_SECONDS,
+            show_default=True,
+            type=seconds,
         ),
         click.option(
-            "--leader-elect-retry-period", "leader_retry_period", default=2.0, show_default=True, type=seconds
+            "--leader-elect-retry-period",
+            "leader_retry_period",
+            default=settings.LEADER_RETRY_PERIOD_SECONDS,
+            show_default=True,
+            type=seconds,
         ),
     ]
     for option in reversed(options):
@@ -204,7 +215,7 @@ def _election(leader_options: dict[str, Any]) -> Any:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address of the HTTP endpoints.")
 @click.option(
     "--port",
-    default=9464,
+    default=settings.SENTINEL_PORT,
     show_default=True,
     type=click.IntRange(0, 65535),
     help="Port of /healthz, /readyz, /metrics, /v1/events (0: any free port).",
@@ -230,7 +241,11 @@ def _election(leader_options: dict[str, Any]) -> Any:
     help="Lowest level of the JSON log lines on stderr.",
 )
 @click.option(
-    "--workers", default=16, show_default=True, type=click.IntRange(1, 256), help="Nodes handled in parallel per stage."
+    "--workers",
+    default=settings.SENTINEL_WORKERS,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Nodes handled in parallel per stage.",
 )
 @_leader_election_options
 @log_format_option

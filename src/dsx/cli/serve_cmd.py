@@ -10,7 +10,7 @@ from dsx.cli.params import FiniteFloatRange, log_format_option
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--port", default=settings.API_PORT, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--token-file", default=None, metavar="FILE", help="Bearer tokens, one a line (also $DSX_API_TOKENS).")
 @click.option(
     "--store", "store_url", default=None, metavar="URL", help="Sentinel event store (sqlite:///… or postgresql://…)."

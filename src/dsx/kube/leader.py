@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from dsx import errors
+from dsx import errors, settings
 
 log = logging.getLogger("dsx.leader")
 
-LEASE_DURATION_SECONDS = 15.0
-RENEW_DEADLINE_SECONDS = 10.0
-RETRY_PERIOD_SECONDS = 2.0
+LEASE_DURATION_SECONDS = settings.LEADER_LEASE_DURATION_SECONDS
+RENEW_DEADLINE_SECONDS = settings.LEADER_RENEW_DEADLINE_SECONDS
+RETRY_PERIOD_SECONDS = settings.LEADER_RETRY_PERIOD_SECONDS
 
 
 def default_identity() -> str:
