@@ -170,6 +170,7 @@ def _election(leader_options: dict[str, Any]) -> Any:
     return leader.ElectionSettings(
         namespace=leader_options["leader_namespace"] or os.environ.get("POD_NAMESPACE") or "default",
         name=leader_options["leader_lease_name"],
+        identity=leader.default_identity(os.environ.get("POD_NAME")),
         lease_duration_seconds=leader_options["leader_lease_duration"],
         renew_deadline_seconds=leader_options["leader_renew_deadline"],
         retry_period_seconds=leader_options["leader_retry_period"],
