@@ -6,12 +6,20 @@ stays on one filesystem) and is opened with O_CREAT|O_EXCL|O_NOFOLLOW: a link or
 planted at a guessable name, or a second writer, can never redirect the bytes. The file is
 fsynced before the rename and the folder after it, so the new name survives a power loss.
 A target that is itself a symbolic link is replaced by the file, never written through.
+
+`write_folder` does the same for a folder of files (a bundle, a cached chart): every file is
+written and fsynced in a staging folder with an unpredictable name beside the target, then the
+staging folder takes the target's name. The old folder is renamed away first, so for an instant
+there is no folder at the name, but never a half-written one; a crash before the swap leaves the
+old folder and a stray staging folder, never a mixture.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -35,6 +43,73 @@ def write_file(path: str | Path, data: bytes | str, *, mode: int = 0o644) -> Non
         temporary.unlink(missing_ok=True)
         raise
     _sync_folder(target.parent)
+
+
+def write_folder(
+    folder: str | Path, files: Mapping[str, bytes], *, executables: Collection[str] = (), mode: int = 0o644
+) -> None:
+    """Replace `folder` with exactly `files` (relative POSIX paths → bytes), each with `mode`
+    exactly (the umask does not apply: a bundle's modes are part of it); `executables` get 0o755.
+
+    The caller decides whether an existing folder may be replaced. A folder that cannot be
+    renamed (a mount point, the working directory) is emptied and refilled from the staging
+    folder instead. Raises OSError; callers map it to their own error naming the folder.
+    """
+    target = Path(folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = _create_folder(target, "staging")
+    try:
+        for rel in sorted(files):
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, _FLAGS, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), 0o755 if rel in executables else mode)  # exact: no umask
+                handle.write(files[rel])
+                handle.flush()
+                os.fsync(handle.fileno())
+        _swap_folder(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _sync_folder(target.parent)
+
+
+def _swap_folder(staging: Path, target: Path) -> None:
+    if not target.exists() and not target.is_symlink():
+        staging.rename(target)
+        return
+    if target.is_symlink() or not target.is_dir():
+        target.unlink()
+        staging.rename(target)
+        return
+    retired = target.with_name(f".{target.name}.{secrets.token_hex(8)}.retired")
+    try:
+        target.rename(retired)
+    except OSError:
+        # a mount point or the working directory cannot be renamed: empty it and move entries in
+        for entry in target.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        for entry in staging.iterdir():
+            entry.rename(target / entry.name)
+        staging.rmdir()
+        return
+    staging.rename(target)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def _create_folder(target: Path, kind: str) -> Path:
+    for _ in range(16):
+        folder = target.with_name(f".{target.name}.{secrets.token_hex(8)}.{kind}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise FileExistsError(f"{target}: no free {kind} name next to it")
 
 
 def _create_temporary(target: Path, mode: int) -> tuple[Path, int]:

@@ -9,13 +9,12 @@ looks complete.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dsx import serialization
+from dsx import atomic, serialization
 from dsx.errors import BadInputError, NotFoundError
 from dsx.model import bundle_layout as layout
 from dsx.model import checksums
@@ -84,24 +83,10 @@ def write_tree(tree: FileTree, directory: Path) -> None:
             raise BadInputError(f"{directory}: exists and is not a directory")
         if any(directory.iterdir()):
             _check_replaceable(directory)
-    parent = directory.resolve().parent
-    staging = parent / f".{directory.name}.dsx-staging-{os.getpid()}"
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        if staging.exists():
-            shutil.rmtree(staging)
-        staging.mkdir()
-        for rel in sorted(tree.files):
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(tree.files[rel])
-            target.chmod(0o755 if rel in tree.executables else 0o644)
-        _swap_into_place(staging, directory)
+        atomic.write_folder(directory.resolve(), tree.files, executables=tree.executables)
     except OSError as exc:
         raise BadInputError(f"{directory}: cannot write bundle: {exc.strerror} ({exc.filename})") from exc
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _check_replaceable(directory: Path) -> None:
@@ -185,24 +170,3 @@ def _entries(directory: Path) -> list[str]:
             found.append((base / name).relative_to(directory).as_posix())
         dirnames[:] = [name for name in dirnames if name not in links]
     return sorted(found)
-
-
-def _swap_into_place(staging: Path, directory: Path) -> None:
-    if not directory.exists():
-        staging.rename(directory)
-        return
-    retired = staging.with_name(staging.name.replace("staging", "retired"))
-    try:
-        directory.rename(retired)
-    except OSError:
-        # a mount point or the working directory cannot be renamed: empty it and move entries in
-        for entry in directory.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        for entry in staging.iterdir():
-            entry.rename(directory / entry.name)
-        return
-    staging.rename(directory)
-    shutil.rmtree(retired)

@@ -1,40 +1,33 @@
 """Process-wide defaults, each named once with its unit and reason.
 
-Settings are plain frozen dataclasses passed explicitly; nothing here reads the
-environment except `from_env`, which the entry points call.
+Settings are plain frozen dataclasses passed explicitly. The environment is read in one
+function, `from_env`, which takes the mapping to read (the entry points pass `os.environ`;
+tests pass a dict); `paths()` and `service_account_dir()` are that reading of `os.environ`
+at the moment of the call, so a command sees the variables it was started with.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where the kubelet mounts a pod's service-account token, CA and namespace."""
 
-def _cache_root() -> Path:
-    explicit = os.environ.get("DSX_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "dsx"
-
-
-def _state_root() -> Path:
-    explicit = os.environ.get("DSX_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "dsx"
+SERVICE_ACCOUNT_DIR_ENV = "DSX_SERVICE_ACCOUNT_DIR"
+"""Overrides SERVICE_ACCOUNT_DIR (tests point it at a folder they wrote)."""
 
 
 @dataclass(frozen=True)
 class PathSettings:
     """Where dsx keeps caches (rebuildable) and state (clusters, stores)."""
 
-    cache_dir: Path = field(default_factory=_cache_root)
+    cache_dir: Path
     """Control-plane binaries, chart cache. Safe to delete; rebuilt on demand."""
 
-    state_dir: Path = field(default_factory=_state_root)
+    state_dir: Path
     """Simulated clusters, sentinel cursors. Deleting it forgets running sims."""
 
     @property
@@ -49,6 +42,50 @@ class PathSettings:
     def sim_dir(self) -> Path:
         return self.state_dir / "sim"
 
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR
+    """Where a pod's service-account token, CA and namespace are (the kubelet's mount by default)."""
+
+
+def from_env(environ: Mapping[str, str]) -> PathSettings:
+    """The one reader of the environment: $DSX_CACHE_DIR (else $XDG_CACHE_HOME/dsx, else
+    ~/.cache/dsx), $DSX_STATE_DIR (else $XDG_STATE_HOME/dsx, else ~/.local/state/dsx) and
+    $DSX_SERVICE_ACCOUNT_DIR (else the kubelet's mount; tests point it at a folder they wrote)."""
+    home = Path.home()
+    return PathSettings(
+        cache_dir=_root(environ, "DSX_CACHE_DIR", "XDG_CACHE_HOME", home / ".cache"),
+        state_dir=_root(environ, "DSX_STATE_DIR", "XDG_STATE_HOME", home / ".local" / "state"),
+        service_account_dir=Path(environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR),
+    )
+
+
+def _root(environ: Mapping[str, str], explicit: str, xdg: str, fallback: Path) -> Path:
+    """$explicit as given, else $xdg/dsx, else fallback/dsx (an empty variable counts as unset)."""
+    given = environ.get(explicit)
+    return Path(given) if given else Path(environ.get(xdg) or fallback) / "dsx"
+
+
+API_PORT = 8080
+"""`dsx serve`'s port."""
+
+SENTINEL_PORT = 9464
+"""The sentinel's probes, metrics and ingestion (the Prometheus exporter range)."""
+
+SENTINEL_WORKERS = 16
+"""Worker threads per sentinel stage: nodes handled in parallel."""
+
+LEADER_LEASE_DURATION_SECONDS = 15.0
+LEADER_RENEW_DEADLINE_SECONDS = 10.0
+LEADER_RETRY_PERIOD_SECONDS = 2.0
+"""Leader election timings, client-go's defaults (docs/adr/0008)."""
+
+API_MAX_BODY_BYTES = 1 << 20
+"""1 MiB: recipes and criteria are a few kB; anything larger is a mistake or an attack (`dsx serve`, the sentinel)."""
+
+API_RATE_PER_SECOND = 20.0
+"""Sustained requests per second per client of `dsx serve`; bursts up to `API_BURST`."""
+
+API_BURST = 40
+"""Requests a client may send at once: two seconds' worth at the default rate."""
 
 KUBERNETES_VERSION = "1.36.3"
 """The control-plane version dsx sim builds and tests against (≥ 1.34 required)."""
@@ -61,17 +98,10 @@ KWOK_VERSION = "0.8.0"
 
 
 def paths() -> PathSettings:
-    return PathSettings()
-
-
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-"""Where the kubelet mounts a pod's service-account token, CA and namespace."""
-
-SERVICE_ACCOUNT_DIR_ENV = "DSX_SERVICE_ACCOUNT_DIR"
-"""Overrides SERVICE_ACCOUNT_DIR (tests point it at a folder they wrote)."""
+    """`from_env(os.environ)`: where this process keeps caches and state."""
+    return from_env(os.environ)
 
 
 def service_account_dir() -> Path:
     """The in-cluster credentials folder: $DSX_SERVICE_ACCOUNT_DIR, else the kubelet's mount."""
-    explicit = os.environ.get(SERVICE_ACCOUNT_DIR_ENV)
-    return Path(explicit) if explicit else SERVICE_ACCOUNT_DIR
+    return paths().service_account_dir

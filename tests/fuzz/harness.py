@@ -113,9 +113,9 @@ def _smi(path: Path, _out: Path) -> object:
 
 def _dcgm(path: Path, _out: Path) -> object:
     from dsx import serialization
-    from dsx.health import gpu_reports
+    from dsx.health import dcgm_diag
 
-    return gpu_reports.parse_diag(serialization.read_text(path), source=str(path)).findings()
+    return dcgm_diag.parse_diag(serialization.read_text(path), source=str(path)).findings()
 
 
 SMALL_RECIPE = DATA / "bundles" / "recipe-small.yaml"

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from dsx import __version__
 from dsx.api import schemas, security
 from dsx.errors import DsxError, UnsupportedMediaTypeError
+from dsx.ratelimit import TokenBucket
 
 log = logging.getLogger("dsx.api")
 
@@ -172,7 +173,7 @@ def create_app(settings: ApiSettings) -> Any:
     guarded = security.GuardMiddleware(
         api,
         authenticator=security.TokenAuthenticator(settings.token_digests),
-        limiter=security.TokenBucket(rate_per_second=settings.rate_per_second, burst=settings.burst),
+        limiter=TokenBucket(rate_per_second=settings.rate_per_second, burst=settings.burst),
         max_body_bytes=settings.max_body_bytes,
     )
     guarded.openapi = api.openapi  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dsx.api import schemas
 from dsx.bundles import options as bundle_options
 from dsx.bundles import render as bundle_render
+from dsx.model import criteria
 from dsx.model import recipe as recipe_model
 from dsx.recipes import inputs, resolve, selector
 
@@ -20,16 +21,22 @@ ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 """Fixed zip entry time so the same recipe gives the same archive bytes."""
 
 
+def _dimension(name: str) -> Any:
+    """A criteria field whose documented values come from the one table (`criteria.DIMENSIONS`)."""
+    allowed = criteria.DIMENSIONS[name]
+    return Field(default=None, max_length=32, description=f"One of {criteria.describe(name)}.", examples=[allowed[0]])
+
+
 class CriteriaBody(BaseModel):
     """Criteria as JSON; the same keys and allowed values as the CLI flags."""
 
     model_config = ConfigDict(extra="forbid")
 
-    service: str | None = Field(default=None, max_length=32, examples=["eks"])
-    accelerator: str | None = Field(default=None, max_length=32, examples=["h100"])
-    os: str | None = Field(default=None, max_length=32, examples=["ubuntu"])
-    intent: str | None = Field(default=None, max_length=32, examples=["training"])
-    platform: str | None = Field(default=None, max_length=32, examples=["kubeflow"])
+    service: str | None = _dimension("service")
+    accelerator: str | None = _dimension("accelerator")
+    os: str | None = _dimension("os")
+    intent: str | None = _dimension("intent")
+    platform: str | None = _dimension("platform")
     nodes: int | None = Field(default=None, ge=1, le=100_000)
     strict: bool = False
 

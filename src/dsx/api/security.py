@@ -10,15 +10,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import threading
-import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsx import serialization
+from dsx import serialization, settings
 from dsx.errors import BadInputError
+from dsx.ratelimit import TokenBucket
 
 PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 """Liveness and readiness probes: the kubelet calls them without a token."""
@@ -42,13 +41,9 @@ def needs_token(path: str) -> bool:
     return path not in OPEN_PATHS
 
 
-DEFAULT_MAX_BODY_BYTES = 1 << 20
-"""1 MiB: recipes and criteria are a few kB; anything larger is a mistake or an attack."""
-
-DEFAULT_RATE_PER_SECOND = 20.0
-"""Sustained requests per second per client; bursts up to `DEFAULT_BURST`."""
-
-DEFAULT_BURST = 40
+DEFAULT_MAX_BODY_BYTES = settings.API_MAX_BODY_BYTES
+DEFAULT_RATE_PER_SECOND = settings.API_RATE_PER_SECOND
+DEFAULT_BURST = settings.API_BURST
 
 
 def load_tokens(token_file: str | None, env_var: str = "DSX_API_TOKENS") -> frozenset[str]:
@@ -88,29 +83,6 @@ class TokenAuthenticator:
             if hmac.compare_digest(presented, known):
                 match = known
         return match[:12] if match else None
-
-
-@dataclass
-class TokenBucket:
-    """Per-client token bucket; thread-safe because the server runs each connection in its own thread."""
-
-    rate_per_second: float = DEFAULT_RATE_PER_SECOND
-    burst: int = DEFAULT_BURST
-    clock: Callable[[], float] = time.monotonic
-    _state: dict[str, tuple[float, float]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def take(self, client: str) -> float:
-        """0.0 when allowed, else the seconds to wait before retrying."""
-        with self._lock:
-            now = self.clock()
-            tokens, last = self._state.get(client, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - last) * self.rate_per_second)
-            if tokens >= 1.0:
-                self._state[client] = (tokens - 1.0, now)
-                return 0.0
-            self._state[client] = (tokens, now)
-            return (1.0 - tokens) / self.rate_per_second
 
 
 Scope = MutableMapping[str, Any]
@@ -160,7 +132,7 @@ class GuardMiddleware:
                     extra_headers=[(b"www-authenticate", b"Bearer")],
                 )
                 return
-            wait = self.limiter.take(client)
+            wait = self.limiter.wait(client)
             if wait > 0:
                 await _reject(
                     send,

@@ -10,13 +10,12 @@ outside the cache.
 from __future__ import annotations
 
 import io
-import os
 import re
-import shutil
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from dsx import atomic
 from dsx.errors import BadInputError
 from dsx.lint import chart as chart_data
 
@@ -115,12 +114,4 @@ def _text(data: bytes, source: str) -> str:
 
 def write_cache(target: Path, files: Mapping[str, bytes]) -> None:
     """Replace `target` with `files` in one rename, so a crash never leaves a half-written chart."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f".{target.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    for path, data in files.items():
-        file = staging / path
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_bytes(data)
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(staging, target)
+    atomic.write_folder(target, files)

@@ -10,20 +10,16 @@ component is reported as `not linted` instead of failing the run.
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import http.client
 import json
 import re
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
+from dsx import httpclient
 from dsx.charts import archive, sources
 from dsx.errors import BadInputError
 from dsx.lint import chart as chart_data
@@ -42,14 +38,6 @@ OFFLINE = "offline: chart not cached"
 """What a component says when the machine has no network: the DNS error itself is said once, by the command."""
 
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
-
-
-@dataclass(frozen=True)
-class _Response:
-    url: str
-    status: int
-    headers: Message
-    body: bytes
 
 
 class RepositoryFetcher:
@@ -140,7 +128,7 @@ class RepositoryFetcher:
         scheme = "http" if self.plain_http_registries else "https"
         base = f"{scheme}://{host}/v2/{repository}"
         token: str | None = None
-        manifest_response: _Response | None = None
+        manifest_response: httpclient.Response | None = None
         for tag in sources.version_spellings(version.replace("+", "_")):
             response, token = self._registry_get(f"{base}/manifests/{tag}", OCI_MANIFEST_TYPES, token)
             if response.status != 404:
@@ -161,7 +149,7 @@ class RepositoryFetcher:
         _check_digest(data, digest, reference)
         return data, reference
 
-    def _registry_get(self, url: str, accept: str, token: str | None) -> tuple[_Response, str | None]:
+    def _registry_get(self, url: str, accept: str, token: str | None) -> tuple[httpclient.Response, str | None]:
         """GET with the registry's anonymous bearer-token handshake done once, on the first 401."""
         headers = {"Accept": accept}
         if token:
@@ -188,48 +176,32 @@ class RepositoryFetcher:
 
     # --- HTTP -------------------------------------------------------------------------------
 
-    def _get_ok(self, url: str) -> _Response:
+    def _get_ok(self, url: str) -> httpclient.Response:
         response = self._get(url, {})
         _require_ok(response)
         return response
 
-    def _get(self, url: str, headers: dict[str, str]) -> _Response:
+    def _get(self, url: str, headers: dict[str, str]) -> httpclient.Response:
         """One GET; HTTP error statuses are returned, transport failures become ChartUnavailable."""
-        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-            raise sources.ChartUnavailable(f"{url}: only http(s) URLs are fetched")
-        request = urllib.request.Request(url, headers={"User-Agent": "dsx-lint", **headers})  # noqa: S310
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as reply:  # noqa: S310
-                return _Response(url, reply.status, reply.headers, _read_limited(reply, url))
-        except urllib.error.HTTPError as exc:
-            body = _read_limited(exc, url) if exc.fp is not None else b""
-            return _Response(url, exc.code, exc.headers, body)
-        except urllib.error.URLError as exc:
-            if _no_network(exc.reason):
+            response = httpclient.request(
+                "GET",
+                url,
+                headers={"User-Agent": "dsx-lint", **headers},
+                timeout_seconds=self.timeout_seconds,
+                max_bytes=MAX_DOWNLOAD_BYTES,
+            )
+        except httpclient.TransportError as exc:
+            if exc.offline:
                 self.offline = f"cannot resolve {urllib.parse.urlsplit(url).hostname}"
                 raise sources.ChartUnavailable(OFFLINE, looked=OFFLINE) from exc
-            raise sources.ChartUnavailable(f"{url}: cannot connect: {exc.reason}") from exc
-        except TimeoutError as exc:
-            raise sources.ChartUnavailable(f"{url}: no answer within {self.timeout_seconds:g} s") from exc
-        except (OSError, http.client.HTTPException) as exc:
-            raise sources.ChartUnavailable(f"{url}: connection failed: {exc!r}") from exc
+            raise sources.ChartUnavailable(str(exc)) from exc
+        if response.truncated:
+            raise sources.ChartUnavailable(f"{url}: response larger than {MAX_DOWNLOAD_BYTES} bytes")
+        return response
 
 
-def _no_network(reason: object) -> bool:
-    """A name that does not resolve or a network that is unreachable: no repository will answer."""
-    if isinstance(reason, socket.gaierror):
-        return True
-    return isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.ENETDOWN)
-
-
-def _read_limited(stream: Any, url: str) -> bytes:
-    data: bytes = stream.read(MAX_DOWNLOAD_BYTES + 1)
-    if len(data) > MAX_DOWNLOAD_BYTES:
-        raise sources.ChartUnavailable(f"{url}: response larger than {MAX_DOWNLOAD_BYTES} bytes")
-    return data
-
-
-def _require_ok(response: _Response) -> bytes:
+def _require_ok(response: httpclient.Response) -> bytes:
     if not 200 <= response.status < 300:
         raise sources.ChartUnavailable(f"{response.url}: HTTP {response.status}")
     return response.body

@@ -15,15 +15,6 @@ from dsx.cli import output as cli_output
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_CRITERIA_HELP = {
-    "service": "eks, gke, aks, oke, openshift, kind, any",
-    "accelerator": "h100, h200, b200, gb200, a100, l40s, rtx-pro-6000, any (alias --gpu)",
-    "os": "ubuntu, rhel, cos, amazonlinux, any",
-    "intent": "training, inference, any",
-    "platform": "kubeflow, dynamo, ray, slurm, any",
-}
-
-
 CRITERIA_FLAGS = {
     "service": "--service",
     "accelerator": "--accelerator",
@@ -38,15 +29,26 @@ CRITERIA_FLAGS = {
 
 
 def criteria_options(func: F) -> F:
-    """The criteria flags shared by `recipe` and `query` (values are checked by the engine)."""
+    """The criteria flags shared by `recipe` and `query` (values are checked by the engine).
+
+    The help lists each dimension's allowed values from `dsx.model.criteria.DIMENSIONS`, read
+    when the flags are made, so the table is the only place a value is named.
+    """
+    from dsx.model.criteria import describe
+
     decorators = [
-        click.option("--service", default=None, metavar="NAME", help=_CRITERIA_HELP["service"]),
+        click.option("--service", default=None, metavar="NAME", help=describe("service")),
         click.option(
-            "--accelerator", "--gpu", "accelerator", default=None, metavar="NAME", help=_CRITERIA_HELP["accelerator"]
+            "--accelerator",
+            "--gpu",
+            "accelerator",
+            default=None,
+            metavar="NAME",
+            help=f"{describe('accelerator')} (alias --gpu)",
         ),
-        click.option("--os", "os_name", default=None, metavar="NAME", help=_CRITERIA_HELP["os"]),
-        click.option("--intent", default=None, metavar="NAME", help=_CRITERIA_HELP["intent"]),
-        click.option("--platform", default=None, metavar="NAME", help=_CRITERIA_HELP["platform"]),
+        click.option("--os", "os_name", default=None, metavar="NAME", help=describe("os")),
+        click.option("--intent", default=None, metavar="NAME", help=describe("intent")),
+        click.option("--platform", default=None, metavar="NAME", help=describe("platform")),
         click.option("--nodes", default=None, metavar="N", help="GPU node count (integer >= 1)."),
         click.option(
             "--config",

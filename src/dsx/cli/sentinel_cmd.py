@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dsx import settings
 from dsx.cli import output as cli_output
+from dsx.cli import sentinel_render
 from dsx.cli.params import INT64_MAX, FiniteFloatRange, log_format_option
 from dsx.cli.sentinel_parse_cmd import parse
 
@@ -34,8 +36,6 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _default_store() -> str:
-    from dsx import settings
-
     folder = settings.paths().state_dir / "sentinel"
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'events.db'}"
@@ -133,13 +133,25 @@ def _leader_election_options(command: Any) -> Any:
         ),
         click.option("--leader-elect-lease-name", "leader_lease_name", default="dsx-sentinel", show_default=True),
         click.option(
-            "--leader-elect-lease-duration", "leader_lease_duration", default=15.0, show_default=True, type=seconds
+            "--leader-elect-lease-duration",
+            "leader_lease_duration",
+            default=settings.LEADER_LEASE_DURATION_SECONDS,
+            show_default=True,
+            type=seconds,
         ),
         click.option(
-            "--leader-elect-renew-deadline", "leader_renew_deadline", default=10.0, show_default=True, type=seconds
+            "--leader-elect-renew-deadline",
+            "leader_renew_deadline",
+            default=settings.LEADER_RENEW_DEADLINE_SECONDS,
+            show_default=True,
+            type=seconds,
         ),
         click.option(
-            "--leader-elect-retry-period", "leader_retry_period", default=2.0, show_default=True, type=seconds
+            "--leader-elect-retry-period",
+            "leader_retry_period",
+            default=settings.LEADER_RETRY_PERIOD_SECONDS,
+            show_default=True,
+            type=seconds,
         ),
     ]
     for option in reversed(options):
@@ -158,6 +170,7 @@ def _election(leader_options: dict[str, Any]) -> Any:
     return leader.ElectionSettings(
         namespace=leader_options["leader_namespace"] or os.environ.get("POD_NAMESPACE") or "default",
         name=leader_options["leader_lease_name"],
+        identity=leader.default_identity(os.environ.get("POD_NAME")),
         lease_duration_seconds=leader_options["leader_lease_duration"],
         renew_deadline_seconds=leader_options["leader_renew_deadline"],
         retry_period_seconds=leader_options["leader_retry_period"],
@@ -203,7 +216,7 @@ def _election(leader_options: dict[str, Any]) -> Any:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address of the HTTP endpoints.")
 @click.option(
     "--port",
-    default=9464,
+    default=settings.SENTINEL_PORT,
     show_default=True,
     type=click.IntRange(0, 65535),
     help="Port of /healthz, /readyz, /metrics, /v1/events (0: any free port).",
@@ -229,7 +242,11 @@ def _election(leader_options: dict[str, Any]) -> Any:
     help="Lowest level of the JSON log lines on stderr.",
 )
 @click.option(
-    "--workers", default=16, show_default=True, type=click.IntRange(1, 256), help="Nodes handled in parallel per stage."
+    "--workers",
+    default=settings.SENTINEL_WORKERS,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Nodes handled in parallel per stage.",
 )
 @_leader_election_options
 @log_format_option
@@ -422,26 +439,7 @@ def events(
         ]
     finally:
         store.close()
-    cli_output.emit(rows, fmt, output, table=_events_table)
-
-
-def _events_table(rows: list[dict[str, Any]]) -> str:
-    headers = ["seq", "generated", "node", "check", "codes", "fatal", "action", "quarantine", "message"]
-    body = [
-        [
-            r["sequence"],
-            r["generated_at"][:19],
-            r["node_name"],
-            r["check_name"],
-            ",".join(r["error_codes"]),
-            "yes" if r["is_fatal"] else ("healthy" if r["is_healthy"] else "no"),
-            r["recommended_action"],
-            str(r["stages"].get("quarantine", {}).get("disposition", "")),
-            r["message"][:60],
-        ]
-        for r in rows
-    ]
-    return cli_output.format_table(headers, body)
+    cli_output.emit(rows, fmt, output, table=sentinel_render.events_table)
 
 
 @sentinel.command("status")
@@ -463,39 +461,7 @@ def status(store_url: str | None, fmt: str, output: str | None) -> None:
         document = pipeline_status.document(store, gate)
     finally:
         store.close()
-    cli_output.emit(document, fmt, output, table=_status_table)
-
-
-def _status_table(document: dict[str, Any]) -> str:
-    rows = []
-    for node in document["nodes"]:
-        path = (
-            " → ".join([node["history"][0]["from"], *(m["to"] for m in node["history"])])
-            if node["history"]
-            else node["state"]
-        )
-        rows.append([node["node"], node["state"], node["since"][:19], node["reason"][:70], path])
-    text = cli_output.format_table(["node", "state", "since", "reason", "history"], rows)
-    gate = document.get("breaker") or {}
-    text += f"\nbreaker: {gate.get('state', 'closed')}"
-    if gate.get("reason"):
-        text += f" ({gate['reason']})"
-    requests = document["validation_requests"]
-    if requests:
-        text += "\n\n" + cli_output.format_table(
-            ["request", "node", "status", "reason", "detail"],
-            [[r["id"], r["node"], r["status"], r["reason"][:50], r["detail"][:60]] for r in requests],
-        )
-    parked = document.get("dead_letters") or []
-    if parked:
-        text += "\n\ndead letters (`dsx sentinel retry` replays them):\n" + cli_output.format_table(
-            ["stage", "event", "node", "attempts", "parked", "error"],
-            [
-                [d["stage"], d["sequence"], d["node"], d["attempts"], d["parked_at"][:19], d["error"][:70]]
-                for d in parked
-            ],
-        )
-    return text + "\n"
+    cli_output.emit(document, fmt, output, table=sentinel_render.status_table)
 
 
 @sentinel.command("retry")
@@ -573,7 +539,7 @@ def replay(
         store.close()
     fleet, pods = _read_fleet(kubeconfig, sim_name)
     report = replaying.replay(history, chosen, node_objects=fleet, pods=pods)
-    cli_output.emit(report.to_dict(), fmt, output, table=_replay_table)
+    cli_output.emit(report.to_dict(), fmt, output, table=sentinel_render.replay_table)
 
 
 def _read_fleet(
@@ -586,28 +552,6 @@ def _read_fleet(
     choice = sentinel_wiring.ClusterChoice(Path(kubeconfig) if kubeconfig else None, sim_name)
     with sentinel_wiring.cluster_client(choice) as client:
         return client.list_nodes(), client.list_pods()
-
-
-def _replay_table(report: dict[str, Any]) -> str:
-    lines = [f"policy: {report['policy']}  events: {report['events']}  derived: {report['derived_events']}", ""]
-    sections: list[tuple[str, list[str]]] = [
-        ("would quarantine", [f"{e['node']}  {e['at']}  {e['reason'][:90]}" for e in report["quarantined"]]),
-        ("would drain", [_drained_line(e) for e in report["drained"]]),
-        ("would remediate", [f"{e['node']}  {e['request']}  {e['reason'][:80]}" for e in report["remediated"]]),
-        ("would escalate", [f"{e['node']}  {e['reason'][:100]}" for e in report["escalated"]]),
-    ]
-    for title, items in sections:
-        lines.append(f"{title}: {len(items)}")
-        lines.extend(f"  {item}" for item in items)
-    gate = report["breaker"]
-    lines.append(f"breaker: {gate.get('state', 'closed')}{' (' + gate['reason'] + ')' if gate.get('reason') else ''}")
-    return "\n".join(lines) + "\n"
-
-
-def _drained_line(entry: dict[str, Any]) -> str:
-    pods = ", ".join(entry["pods"]) or "-"
-    waiting = ", ".join(entry["still_waiting_for"]) or "-"
-    return f"{entry['node']}  pods: {pods}  waiting for: {waiting}"
 
 
 # -- breaker ---------------------------------------------------------------------------------------

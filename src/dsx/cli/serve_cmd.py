@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import click
 
+from dsx import settings
 from dsx.cli.params import FiniteFloatRange, log_format_option
 
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--port", default=settings.API_PORT, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--token-file", default=None, metavar="FILE", help="Bearer tokens, one a line (also $DSX_API_TOKENS).")
 @click.option(
     "--store", "store_url", default=None, metavar="URL", help="Sentinel event store (sqlite:///… or postgresql://…)."
 )
-@click.option("--max-body-bytes", default=1 << 20, show_default=True, type=click.IntRange(1024))
+@click.option("--max-body-bytes", default=settings.API_MAX_BODY_BYTES, show_default=True, type=click.IntRange(1024))
 @click.option(
     "--rate",
     "rate_per_second",
-    default=20.0,
+    default=settings.API_RATE_PER_SECOND,
     show_default=True,
     type=FiniteFloatRange(0.1, 1_000_000),
     help="Sustained requests per second per token.",

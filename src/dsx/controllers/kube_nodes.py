@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from dsx import errors
+from dsx import errors, retry
 from dsx.health import nodes
 from dsx.health.ports import EvictionOutcome, NodeChange
 from dsx.kube.client import EvictionOutcome as KubeEviction
@@ -43,7 +43,7 @@ class KubeNodeOps:
             if current and (current.get("metadata") or {}).get("resourceVersion")
             else self.client.get_node(name)
         )
-        for _ in range(CONFLICT_RETRIES):
+        for _ in retry.attempts(max_attempts=CONFLICT_RETRIES, backoff=retry.IMMEDIATE):
             if not change.changes(node):
                 return node
             try:

@@ -14,16 +14,13 @@ most `ingest.MAX_EVENTS_PER_REQUEST` events, the limit the sentinel's ingest acc
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Protocol
 
-from dsx import errors
+from dsx import errors, httpclient
 from dsx.health import ingest, xid
 from dsx.health.eventstore import EventStore
 from dsx.health.monitors import kube_objects
@@ -65,21 +62,19 @@ class HttpSink:
         return sum(self._post(events[start : start + size]) for start in range(0, len(events), size))
 
     def _post(self, events: list[HealthEvent]) -> int:
-        body = json.dumps(ingest.to_document(events)).encode()
-        request = urllib.request.Request(  # noqa: S310 - an http(s) URL checked above
-            self.url,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"},
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:  # noqa: S310
-                answer = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise _refusal(self.url, exc.code, exc.read(2000).decode(errors="replace")) from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise errors.UnavailableError(f"{self.url}: {getattr(exc, 'reason', exc)}") from exc
-        return int(answer.get("created", 0))
+            response = httpclient.request(
+                "POST",
+                self.url,
+                json_body=ingest.to_document(events),
+                headers={"Authorization": f"Bearer {self.token}"},
+                timeout_seconds=self.timeout_seconds,
+            )
+        except httpclient.TransportError as exc:
+            raise errors.UnavailableError(str(exc)) from exc
+        if not response.ok:
+            raise _refusal(self.url, response.status, response.text(2000))
+        return int(response.json().get("created", 0))
 
 
 def _refusal(url: str, status: int, detail: str) -> errors.DsxError:

@@ -72,7 +72,7 @@ from dsx.store import open_store
 
 log = logging.getLogger("dsx.sentinel")
 
-DEFAULT_PORT = 9464
+DEFAULT_PORT = settings.SENTINEL_PORT
 
 
 def default_owner() -> str:
@@ -90,7 +90,7 @@ class SentinelOptions:
     port: int = DEFAULT_PORT
     token_digests: frozenset[str] = frozenset()
     owner: str = field(default_factory=default_owner)
-    workers: int = 16
+    workers: int = settings.SENTINEL_WORKERS
     """Worker threads per stage: nodes handled in parallel."""
     fleet_interval_seconds: float = 5.0
     store_poll_seconds: float = 1.0

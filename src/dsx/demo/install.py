@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsx import errors, serialization
+from dsx import errors, retry, serialization
 from dsx.kube.client import KubeClient
 from dsx.model import health_asserts
 from dsx.model import recipe as recipe_model
@@ -317,14 +317,11 @@ def wait_healthy(
     clock: Callable[[], float] = time.monotonic,
 ) -> results.Report:
     """Poll the deployment phase until it passes; DeadlineExceededError lists what still fails."""
-    deadline = clock() + timeout_seconds
-    while True:
+    for _ in retry.attempts(timeout_seconds=timeout_seconds, backoff=retry.Backoff(poll_seconds), clock=clock):
         report = deployment_report(recipe, kube)
         if not report.failed:
             return report
-        if clock() > deadline:
-            failing = [f"{r.name}: {r.message}" for r in report.results if r.status is results.Status.FAILED]
-            raise errors.DeadlineExceededError(
-                f"installed components not healthy after {timeout_seconds:.0f} s: " + "; ".join(failing[:3])
-            )
-        time.sleep(poll_seconds)
+    failing = [f"{r.name}: {r.message}" for r in report.results if r.status is results.Status.FAILED]
+    raise errors.DeadlineExceededError(
+        f"installed components not healthy after {timeout_seconds:.0f} s: " + "; ".join(failing[:3])
+    )

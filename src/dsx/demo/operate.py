@@ -18,7 +18,7 @@ import time
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from dsx import atomic, errors, serialization
+from dsx import atomic, errors, retry, serialization
 from dsx.demo import install, journal
 
 if TYPE_CHECKING:
@@ -140,11 +140,11 @@ class Steps:
         self.runtime = sentinel_wiring.build(options, choice)
         self.runtime.start()
         self.store = open_store(store_url)
-        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        while (why := self.runtime.ready()) is not None:
-            if time.monotonic() > deadline:
-                raise errors.DeadlineExceededError(f"the sentinel did not become ready: {why}")
-            time.sleep(POLL_SECONDS)
+        for _ in retry.attempts(timeout_seconds=READY_TIMEOUT_SECONDS, backoff=retry.Backoff(POLL_SECONDS)):
+            if (why := self.runtime.ready()) is None:
+                break
+        else:
+            raise errors.DeadlineExceededError(f"the sentinel did not become ready: {why}")
         for role, relative in (
             ("sentinelPolicy", POLICY_FILE),
             ("sentinelStore", STORE_FILE),
@@ -229,8 +229,8 @@ class Steps:
         """Wait until the node's history reaches `target` (after `after`, when given); seconds since the fault."""
         from dsx.model.health import NodeState
 
-        deadline = time.monotonic() + timeout_seconds
-        while True:
+        states: list[NodeState] = []
+        for _ in retry.attempts(timeout_seconds=timeout_seconds, backoff=retry.Backoff(POLL_SECONDS)):
             history = self._history()
             states = [m.to_state for m in history]
             start = states.index(after) + 1 if after is not None and after in states else 0
@@ -238,12 +238,10 @@ class Steps:
                 return time.monotonic() - self.fault_at
             if states and states[-1] is NodeState.FAILED:
                 raise journal.StepFailedError(f"{self.node} went to failed: {history[-1].reason}")
-            if time.monotonic() > deadline:
-                seen = " → ".join(s.value for s in states) or "no state change"
-                raise errors.DeadlineExceededError(
-                    f"{self.node} did not reach {target.value} within {timeout_seconds:.0f} s (so far: {seen})"
-                )
-            time.sleep(POLL_SECONDS)
+        seen = " → ".join(s.value for s in states) or "no state change"
+        raise errors.DeadlineExceededError(
+            f"{self.node} did not reach {target.value} within {timeout_seconds:.0f} s (so far: {seen})"
+        )
 
     def _node(self) -> dict[str, Any]:
         assert self.demo.kube is not None
@@ -256,18 +254,16 @@ class Steps:
         seconds = self._wait_for(NodeState.QUARANTINED, QUARANTINE_TIMEOUT_SECONDS)
         # the sentinel records the transition before it writes the node (crash safety), so the
         # cordon may follow the store by a moment: wait for it, within the same budget
-        deadline = time.monotonic() + QUARANTINE_TIMEOUT_SECONDS
-        while True:
+        for _ in retry.attempts(timeout_seconds=QUARANTINE_TIMEOUT_SECONDS, backoff=retry.Backoff(POLL_SECONDS)):
             node = self._node()
             taints = [t for t in health_nodes.taints(node) if str(t.get("key", "")).startswith(health_nodes.PREFIX)]
             if health_nodes.unschedulable(node) and taints:
                 break
-            if time.monotonic() > deadline:
-                raise journal.StepFailedError(
-                    f"{self.node} is in quarantine in the store but not cordoned and tainted "
-                    f"within {QUARANTINE_TIMEOUT_SECONDS:.0f} s"
-                )
-            time.sleep(POLL_SECONDS)
+        else:
+            raise journal.StepFailedError(
+                f"{self.node} is in quarantine in the store but not cordoned and tainted "
+                f"within {QUARANTINE_TIMEOUT_SECONDS:.0f} s"
+            )
         shown = ", ".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints)
         reason = health_nodes.annotations_of(node).get(health_nodes.REASON_ANNOTATION, "")
         rule = reason.split(":", 1)[0]
@@ -362,8 +358,8 @@ class Steps:
         if health_nodes.unschedulable(node) or marks:
             left = ", ".join(marks) or "unschedulable"
             raise journal.StepFailedError(f"{self.node} is healthy in the store but still held: {left}")
-        deadline = time.monotonic() + RESCHEDULE_TIMEOUT_SECONDS
-        while not (pods := self._workload_pods_on_node()) and time.monotonic() < deadline:
-            time.sleep(0.5)
+        for _ in retry.attempts(timeout_seconds=RESCHEDULE_TIMEOUT_SECONDS, backoff=retry.Backoff(0.5)):
+            if pods := self._workload_pods_on_node():
+                break
         back = f"; {pods[0]} scheduled back onto it" if pods else "; no workload pod rescheduled yet"
         return f"{self.node} schedulable again, the sentinel's taints, labels and annotations removed{back}"

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from dsx import retry
 from dsx.errors import ConflictError
 from dsx.health import incidents, nodes, stages
 from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent
@@ -36,6 +37,7 @@ from dsx.health.policy import DrainMode, DrainSettings, NamespaceMode, SentinelP
 from dsx.health.ports import EvictionOutcome, NodeOps, Observer
 from dsx.health.quarantine import state_change
 from dsx.model.health import NodeState, RecommendedAction
+from dsx.ratelimit import TokenBucket
 
 STAGE = Stage.DRAIN.value
 
@@ -112,26 +114,6 @@ def _kept_because(pod: Mapping[str, Any], gpus: Sequence[str] | None) -> str:
     return ""
 
 
-class TokenBucket:
-    """Eviction rate limit shared by every node's drain (thread-safe)."""
-
-    def __init__(self, rate_per_second: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate, self.burst, self._clock = rate_per_second, burst, clock
-        self._tokens, self._last = float(burst), clock()
-        self._lock = threading.Lock()
-
-    def take(self) -> bool:
-        """Spend one token if there is one."""
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
-            self._last = now
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
-                return True
-            return False
-
-
 @dataclass
 class _Backoff:
     due: float
@@ -164,6 +146,9 @@ class DrainHandler:
         self._clock = clock
         self._limiter = limiter or TokenBucket(self.settings.evictions_per_second, self.settings.eviction_burst)
         self._backoff: dict[str, _Backoff] = {}
+        self._eviction_backoff = retry.Backoff(
+            self.settings.backoff_seconds, factor=2.0, max_seconds=self.settings.max_backoff_seconds
+        )
         self._lock = threading.Lock()
 
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
@@ -254,12 +239,9 @@ class DrainHandler:
         with self._lock:
             if result is EvictionOutcome.BLOCKED:
                 previous = self._backoff.get(pod.key)
-                delay = (
-                    self.settings.backoff_seconds
-                    if previous is None
-                    else min(previous.delay * 2, self.settings.max_backoff_seconds)
-                )
-                self._backoff[pod.key] = _Backoff(now + delay, delay, (previous.refusals if previous else 0) + 1)
+                refusals = (previous.refusals if previous else 0) + 1
+                delay = self._eviction_backoff.delay(refusals)
+                self._backoff[pod.key] = _Backoff(now + delay, delay, refusals)
                 self.observer.action(STAGE, "eviction-refused", node_name, {"pod": pod.key, "retry_in_seconds": delay})
                 return False
             self._backoff.pop(pod.key, None)

@@ -20,6 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import defusedxml
+import defusedxml.ElementTree as defused
+
 from dsx import catalog, serialization
 from dsx.errors import BadInputError, NotFoundError, UnavailableError
 from dsx.model import snapshot
@@ -122,12 +125,11 @@ def run_nvidia_smi(root: Path) -> str:
 
 def parse_nvidia_smi_xml(text: str) -> tuple[str, str, tuple[snapshot.HostGpu, ...]]:
     """Driver version, CUDA version and the GPUs from `nvidia-smi -q -x` output."""
-    if "<!ENTITY" in text:
-        raise BadInputError("nvidia-smi XML declares entities; refusing to expand them")
     try:
-        # the host's own nvidia-smi output; entity declarations are refused above
-        log = ElementTree.fromstring(text)  # noqa: S314
-    except ElementTree.ParseError as exc:
+        log = defused.fromstring(text)  # refuses DTDs and entity declarations, which nvidia-smi never writes
+    except defusedxml.DefusedXmlException as exc:
+        raise BadInputError(f"nvidia-smi XML declares entities or a DTD; refusing them: {exc}") from exc
+    except defused.ParseError as exc:
         raise BadInputError(f"nvidia-smi XML is malformed: {exc}") from exc
     if log.tag != "nvidia_smi_log":
         raise BadInputError(f"nvidia-smi XML root is <{log.tag}>, expected <nvidia_smi_log>")

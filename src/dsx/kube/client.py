@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import enum
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,7 +32,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod, ServiceAccountToken
 from lightkube.types import CascadeType, PatchType
 
-from dsx import errors
+from dsx import errors, retry
 from dsx.kube import translation, watch
 from dsx.kube.incluster import InCluster
 
@@ -377,20 +376,15 @@ class KubeClient:
             if grace_period_seconds is not None
             else None,
         )
-        deadline = time.monotonic() + timeout_seconds
-        delay = backoff_seconds
-        attempts = 0
-        while True:
-            attempts += 1
+        backoff = retry.Backoff(backoff_seconds, factor=2.0, max_seconds=max_backoff_seconds)
+        attempt, message = 0, ""
+        for attempt in retry.attempts(timeout_seconds=timeout_seconds, backoff=backoff):
             refused, message = self._post_eviction(body, namespace, name)
             if refused is None:
-                return EvictionResult(namespace, name, EvictionOutcome.EVICTED, attempts)
+                return EvictionResult(namespace, name, EvictionOutcome.EVICTED, attempt)
             if refused == 404:
-                return EvictionResult(namespace, name, EvictionOutcome.ALREADY_GONE, attempts, message)
-            if time.monotonic() + delay > deadline:
-                return EvictionResult(namespace, name, EvictionOutcome.BLOCKED, attempts, message)
-            time.sleep(delay)
-            delay = min(delay * 2, max_backoff_seconds)
+                return EvictionResult(namespace, name, EvictionOutcome.ALREADY_GONE, attempt, message)
+        return EvictionResult(namespace, name, EvictionOutcome.BLOCKED, attempt, message)
 
     def _post_eviction(self, body: Any, namespace: str, name: str) -> tuple[int | None, str]:
         """POST one Eviction: (None, "") when accepted, (404 or 429, message) when refused that way."""
@@ -495,17 +489,14 @@ class KubeClient:
         """Apply a CustomResourceDefinition and wait until the apiserver serves it (Established)."""
         name = crd["metadata"]["name"]
         self.apply(crd)
-        deadline = time.monotonic() + timeout_seconds
-        while True:
+        for _ in retry.attempts(timeout_seconds=timeout_seconds, backoff=retry.Backoff(0.2)):
             current = self.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
             conditions = current.get("status", {}).get("conditions") or []
             if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
                 with self._seam(f"register {name}"):
                     generic_resource.create_resources_from_crd(CustomResourceDefinition.from_dict(current))  # type: ignore[arg-type]
                 return current
-            if time.monotonic() > deadline:
-                raise errors.DeadlineExceededError(f"CRD {name} not Established after {timeout_seconds:.0f} s")
-            time.sleep(0.2)
+        raise errors.DeadlineExceededError(f"CRD {name} not Established after {timeout_seconds:.0f} s")
 
     # ---- leases (leader election, dsx.kube.leader) ------------------------------------------
 
@@ -662,17 +653,14 @@ class KubeClient:
         interval_seconds: float = 0.25,
     ) -> dict[str, Any]:
         """Poll `read()` until `predicate` holds; DeadlineExceededError names `what` otherwise."""
-        deadline = time.monotonic() + timeout_seconds
-        while True:
+        for _ in retry.attempts(timeout_seconds=timeout_seconds, backoff=retry.Backoff(interval_seconds)):
             try:
                 current = read()
             except errors.NotFoundError:
                 current = {}
             if current and predicate(current):
                 return current
-            if time.monotonic() > deadline:
-                raise errors.DeadlineExceededError(f"{what}: not reached within {timeout_seconds:.0f} s")
-            time.sleep(interval_seconds)
+        raise errors.DeadlineExceededError(f"{what}: not reached within {timeout_seconds:.0f} s")
 
     def list(
         self,

@@ -9,11 +9,10 @@ did not create it (cleanup after an interrupt). This is the cluster side of cert
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dsx import errors
+from dsx import errors, retry
 from dsx.kube.client import KubeClient
 
 RUN_LABEL = "dsx.run/run"
@@ -81,17 +80,15 @@ class RunLauncher:
 
     def wait(self, run_name: str, deadline_seconds: float) -> Mapping[str, int | None]:
         """Node name → exit code of the run's pods once all ended (None for those still running at the deadline)."""
-        deadline = time.monotonic() + deadline_seconds
-        while True:
+        codes: dict[str, int | None] = {}
+        for _ in retry.attempts(timeout_seconds=deadline_seconds, backoff=retry.Backoff(self._poll_seconds)):
             jobs = self._client.list("batch/v1", "Job", self.namespace, labels=self._labels(run_name))
             pods = self.pods(run_name)
             codes = self._codes(pods)
             settled = all(_job_finished(j) for j in jobs) and all(code is not None for code in codes.values())
             if (pods or jobs) and settled:
                 return codes
-            if time.monotonic() >= deadline:
-                return codes
-            time.sleep(self._poll_seconds)
+        return codes
 
     @staticmethod
     def _codes(pods: Sequence[Mapping[str, Any]]) -> dict[str, int | None]:

@@ -31,18 +31,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from dsx import errors
+from dsx import errors, settings
 
 log = logging.getLogger("dsx.leader")
 
-LEASE_DURATION_SECONDS = 15.0
-RENEW_DEADLINE_SECONDS = 10.0
-RETRY_PERIOD_SECONDS = 2.0
+LEASE_DURATION_SECONDS = settings.LEADER_LEASE_DURATION_SECONDS
+RENEW_DEADLINE_SECONDS = settings.LEADER_RENEW_DEADLINE_SECONDS
+RETRY_PERIOD_SECONDS = settings.LEADER_RETRY_PERIOD_SECONDS
 
 
-def default_identity() -> str:
-    """POD_NAME in Kubernetes (unique per replica, readable in the Lease), else hostname-pid."""
-    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+def default_identity(pod_name: str | None = None) -> str:
+    """The pod's name in Kubernetes (unique per replica, readable in the Lease), else hostname-pid.
+
+    The entry point reads $POD_NAME and passes it; nothing here reads the environment.
+    """
+    return pod_name or f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,12 @@ from typing import Any
 
 import httpx2
 
-from dsx import errors
+from dsx import errors, retry
 from dsx.kube import translation
 
 RELIST_AFTER_FAILURES = 3
+_RECONNECT = retry.Backoff(0.1, factor=2.0, max_seconds=2.0)
+"""Wait before reconnecting after an error event in the stream: 0.1 s × 2^(failures so far), at most 2 s."""
 _PERSISTENT = (401, 403, 404)
 
 
@@ -178,7 +180,7 @@ class ResourceWatch:
                         yield None
                         return
                     if event is True:
-                        time.sleep(min(0.1 * 2**self._failures, 2.0))
+                        time.sleep(_RECONNECT.delay(self._failures + 1))
                         return
                     if isinstance(event, WatchEvent):
                         yield event

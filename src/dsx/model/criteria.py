@@ -1,8 +1,10 @@
 """Recipe criteria: the five environment dimensions (plus node count) a recipe is resolved for.
 
-One table drives parsing, validation, error messages and the CLI flags, so a new allowed value
-is a one-line change. Values are case-insensitive; `any` is the wildcard on both sides, and an
-overlay that leaves a field out means the same as `any` (see docs/adr/0002).
+One table (`DIMENSIONS`) drives parsing, validation, error messages, the CLI flags' help
+(`dsx.cli.recipe_cmd`) and the API's criteria fields (`dsx.api.routes_configure`), so a new
+allowed value is a one-line change (tests/unit/recipes/test_criteria_table.py proves it).
+Values are case-insensitive; `any` is the wildcard on both sides, and an overlay that leaves a
+field out means the same as `any` (see docs/adr/0002).
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
 DIMENSION_ALIASES: dict[str, str] = {"gpu": "accelerator"}
 NODES = "nodes"
 KEYS: tuple[str, ...] = (*DIMENSIONS, NODES)
+
+
+def describe(dimension: str) -> str:
+    """The allowed values of `dimension` as help text lists them: `eks, gke, …, any`."""
+    return ", ".join(DIMENSIONS[dimension])
 
 
 @dataclass(frozen=True)

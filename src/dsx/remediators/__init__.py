@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dsx import httpclient
 from dsx.errors import BadInputError
 from dsx.health.policy import ProviderKind, ProviderSettings
 from dsx.health.ports import RemediationKind, RemediationProvider, RemediationRequest, RemediationResult
@@ -100,18 +99,23 @@ class WebhookProvider:
         return kind in self.kinds
 
     def remediate(self, request: RemediationRequest) -> RemediationResult:
-        headers = {"Content-Type": "application/json", "Idempotency-Key": request.request_id}
+        headers = {"Idempotency-Key": request.request_id}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        body = json.dumps(request.to_dict()).encode()
-        call = urllib.request.Request(self.url, data=body, headers=headers, method="POST")  # noqa: S310 - configured http(s) URL
         try:
-            with urllib.request.urlopen(call, timeout=self.timeout_seconds) as response:  # noqa: S310
-                text = response.read(65536).decode(errors="replace")
-        except urllib.error.HTTPError as exc:
-            return RemediationResult(False, f"{self.url} answered {exc.code}")
-        except (urllib.error.URLError, OSError) as exc:
-            return RemediationResult(False, f"{self.url}: {getattr(exc, 'reason', exc)}")
+            response = httpclient.request(
+                "POST",
+                self.url,
+                json_body=request.to_dict(),
+                headers=headers,
+                timeout_seconds=self.timeout_seconds,
+                max_bytes=65536,
+            )
+        except httpclient.TransportError as exc:
+            return RemediationResult(False, str(exc))
+        if not response.ok:
+            return RemediationResult(False, f"{self.url} answered {response.status}")
+        text = response.text()
         try:
             answer = json.loads(text) if text.strip() else {}
         except ValueError:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsx import atomic, errors, serialization, settings
+from dsx import atomic, errors, httpclient, retry, serialization, settings
 from dsx.kube.client import KubeClient
 from dsx.sim import binaries, kwok, nodes, pki, processes
 
@@ -497,7 +497,7 @@ class SimCluster:
 
         `component` is the one whose readiness `check` reflects, so a timeout names it and shows its log.
         """
-        while True:
+        for _ in retry.attempts(timeout_seconds=deadline - time.monotonic(), backoff=retry.Backoff(0.2)):
             for record in state.processes:
                 if not processes.alive(record):
                     raise errors.UnavailableError(
@@ -507,12 +507,8 @@ class SimCluster:
             with contextlib.suppress(errors.UnavailableError, errors.DeadlineExceededError):
                 if check():
                     return
-            if time.monotonic() > deadline:
-                log = self.state_dir / "logs" / f"{component}.log"
-                raise errors.DeadlineExceededError(
-                    f"dsx sim: timed out waiting for {component} {what}; {_log_evidence(log)}"
-                )
-            time.sleep(0.2)
+        log = self.state_dir / "logs" / f"{component}.log"
+        raise errors.DeadlineExceededError(f"dsx sim: timed out waiting for {component} {what}; {_log_evidence(log)}")
 
     def _all_alive(self, state: ClusterState) -> bool:
         started = {p.component for p in state.processes}
@@ -525,8 +521,6 @@ class SimCluster:
         watch recovery use this. Returns the revision compacted to.
         """
         import base64
-        import json
-        import urllib.request
 
         state = self.load_state()
         if state is None or not self._all_alive(state):
@@ -534,11 +528,13 @@ class SimCluster:
         base = f"http://{LOOPBACK}:{state.ports['etcd']}/v3/kv"
 
         def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
-            request = urllib.request.Request(  # noqa: S310 - fixed http://127.0.0.1 URL
-                f"{base}/{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-            )
-            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-                answer: dict[str, Any] = json.loads(response.read())
+            try:
+                response = httpclient.request("POST", f"{base}/{path}", json_body=body, timeout_seconds=10)
+            except httpclient.TransportError as exc:
+                raise errors.UnavailableError(f"dsx sim: etcd {exc}") from exc
+            if not response.ok:
+                raise errors.UnavailableError(f"dsx sim: etcd {path}: {response.status}: {response.text(500)}")
+            answer: dict[str, Any] = response.json()
             return answer
 
         revision = int(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from dsx import retry
 from dsx.health import nodes
 from dsx.health.ports import NodeChange, NodeOps, RemediationKind, RemediationRequest, RemediationResult
 
@@ -61,9 +62,10 @@ class SimProvider:
         return RemediationResult(True, f"{name} rebooted (simulated) and Ready again")
 
     def _wait(self, name: str, *, want_ready: bool) -> bool:
-        deadline = self._clock() + self.timeout_seconds
-        while self._clock() < deadline:
+        backoff = retry.Backoff(self.poll_seconds)
+        for _ in retry.attempts(
+            timeout_seconds=self.timeout_seconds, backoff=backoff, clock=self._clock, sleep=self._sleep
+        ):
             if nodes.ready(self.nodes.get_node(name)) is want_ready:
                 return True
-            self._sleep(self.poll_seconds)
         return False

@@ -20,7 +20,7 @@ from typing import Any
 
 from dsx.certify import collectives, workload
 from dsx.certify.executor import Purpose, RunOutcome, WorkloadRun
-from dsx.certify.parsing import nccl, training
+from dsx.certify.parsing import nccl, nccl_writer, training
 from dsx.model import certification as model
 
 NOMINAL_ALGBW_GBPS = 100.0
@@ -109,7 +109,7 @@ def _nccl_log(run: WorkloadRun, *, slow: bool, slow_factor: float, corrupt: bool
         time_us = moved / (algbw * 1e3)
         wrong = max(1, count // 8) if corrupt else 0
         rows.append(
-            nccl.measure_row(
+            nccl_writer.measure_row(
                 collective.value,
                 size_bytes=moved,
                 count=count,
@@ -129,7 +129,7 @@ def _nccl_log(run: WorkloadRun, *, slow: bool, slow_factor: float, corrupt: bool
         )
         for r in range(ranks)
     ]
-    return nccl.format_run(collective.value, rows, devices=devices)
+    return nccl_writer.format_run(collective.value, rows, devices=devices)
 
 
 def _training_log(run: WorkloadRun, *, slow: bool, slow_factor: float, corrupt: bool) -> str:

@@ -37,6 +37,7 @@ from dsx.health.ports import (
 )
 from dsx.health.validation_requests import ValidationRunner
 from dsx.model.health import NodeState
+from dsx.ratelimit import TokenBucket
 from dsx.testing.inmemory import InMemoryEventStore
 from dsx.testing.inmemory_nodes import InMemoryNodeOps
 
@@ -140,7 +141,7 @@ def replay(
     certifier = AssumedPass()
     fleet_size = len(cluster.list_nodes(dict(policy.gpu_node_selector)))
     gate = breaker.CircuitBreaker(store, policy.breaker, lambda: fleet_size, name="replay")
-    unlimited = drain.TokenBucket(1e12, 10**9)
+    unlimited = TokenBucket(1e12, 10**9)
     handlers: list[stages.StageHandler] = [
         quarantine.QuarantineHandler(store, cluster, policy, gate, observer, clock=clock),
         drain.DrainHandler(store, cluster, policy, observer, limiter=unlimited, clock=clock),

@@ -6,6 +6,7 @@ import pytest
 
 from dsx.api import security
 from dsx.errors import BadInputError
+from dsx.ratelimit import TokenBucket
 
 
 def test_tokens_from_file_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,10 +30,10 @@ def test_short_tokens_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_bucket_allows_burst_then_asks_to_wait() -> None:
     now = [0.0]
-    bucket = security.TokenBucket(rate_per_second=2.0, burst=3, clock=lambda: now[0])
-    assert [bucket.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
-    wait = bucket.take("a")
+    bucket = TokenBucket(rate_per_second=2.0, burst=3, clock=lambda: now[0])
+    assert [bucket.wait("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = bucket.wait("a")
     assert wait == pytest.approx(0.5)
-    assert bucket.take("b") == 0.0  # clients are independent
+    assert bucket.wait("b") == 0.0  # clients are independent
     now[0] += 0.5
-    assert bucket.take("a") == 0.0
+    assert bucket.wait("a") == 0.0

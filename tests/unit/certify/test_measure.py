@@ -11,7 +11,7 @@ import pytest
 
 from dsx.certify import measure, thresholds
 from dsx.certify.executor import RunOutcome, WorkloadRun
-from dsx.certify.parsing import nccl
+from dsx.certify.parsing import nccl, nccl_writer
 from dsx.model import certification as model
 from dsx.model import certify_catalog as catalog
 
@@ -26,12 +26,12 @@ def _run(category: str = "nccl-all-reduce", nodes: tuple[str, ...] = NODES) -> W
 
 def _table(busbw_scale: float = 1.0, *, wrong: int = 0) -> str:
     rows = [_row(size, size / 1e3 / busbw_scale, wrong) for size in (1 << 18, 1 << 20, 1 << 22)]
-    return nccl.format_run("all_reduce", rows)
+    return nccl_writer.format_run("all_reduce", rows)
 
 
 def _row(size: int, time_us: float, wrong: int) -> nccl.ResultRow:
     """A 2-rank all-reduce row: busbw = algbw = size / time."""
-    return nccl.measure_row(
+    return nccl_writer.measure_row(
         "all_reduce",
         size_bytes=size,
         count=size // 4,

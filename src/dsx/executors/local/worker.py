@@ -22,7 +22,7 @@ node below its threshold whatever the load on a shared machine does to the run.
 Every rank appends a byte to DSX_PROGRESS_FILE after each operation or step, so the
 executor can tell a rank blocked in a collective from one that is merely between rows.
 
-torch is imported here only, lazily (DEVELOPERS.md: the collectives extra is optional).
+torch is imported here only, lazily (pyproject.toml: the `collectives` extra is optional).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dsx.certify import collectives, workload
-from dsx.certify.parsing import nccl, training
+from dsx.certify.parsing import nccl, nccl_writer, training
 from dsx.model.certification import Collective, FaultKind
 
 CRASH_EXIT_CODE = workload.CRASH_EXIT_CODE
@@ -184,7 +184,7 @@ def _collective_sweep(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any
             nccl.RankDevice(rank=rank, host=host, pid=pid, device=0, bus_id="0x00", name=name)
             for rank, pid, host, name in ranks
         ]
-        preamble = nccl.format_preamble(
+        preamble = nccl_writer.format_preamble(
             collective.value,
             min_bytes=args.min_bytes,
             max_bytes=args.max_bytes,
@@ -193,7 +193,7 @@ def _collective_sweep(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any
             warmup_iterations=args.warmup_iters,
             iterations=args.iters,
         )
-        _emit(preamble + nccl.format_table_head())
+        _emit(preamble + nccl_writer.format_table_head())
     rows: list[nccl.ResultRow] = []
     size = args.min_bytes
     while size <= args.max_bytes:
@@ -209,7 +209,7 @@ def _collective_sweep(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any
             times.append(op.time(args.iters, args.warmup_iters, floor, args.slow_factor) * 1e6)
             wrong = op.validate()
             wrongs.append(None if in_place and collective is Collective.ALLTOALL else wrong)  # nccl-tests: N/A
-        row = nccl.measure_row(
+        row = nccl_writer.measure_row(
             collective.value,
             size_bytes=moved,
             count=count,
@@ -224,11 +224,11 @@ def _collective_sweep(args: argparse.Namespace, me: _Rank, torch: Any, dist: Any
         )
         rows.append(row)
         if me.rank == 0:
-            _emit(nccl.format_row(row) + "\n")
+            _emit(nccl_writer.format_row(row) + "\n")
         me.fault_point()
         size *= args.step_factor
     if me.rank == 0:
-        _emit(nccl.format_footer(rows) + nccl.format_conclusion(collective.value))
+        _emit(nccl_writer.format_footer(rows) + nccl_writer.format_conclusion(collective.value))
 
 
 def _emit(text: str) -> None:

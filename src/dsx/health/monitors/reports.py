@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from dsx.health import gpu_reports
+from dsx.health import dcgm_diag, gpu_reports
 from dsx.health.gpu_reports import FindingKind
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, ProcessingStrategy
 
@@ -94,7 +94,7 @@ def smi_events(text: str, *, node_name: str, generated_at: datetime, source: str
 
 def diag_events(text: str, *, node_name: str, generated_at: datetime, source: str) -> list[HealthEvent]:
     """Events from `dcgmi diag` output (table or `-j` JSON)."""
-    report = gpu_reports.parse_diag(text, source=source)
+    report = dcgm_diag.parse_diag(text, source=source)
     return finding_events(
         report.findings(), node_name=node_name, agent=DIAG_AGENT, generated_at=generated_at, source=source
     )

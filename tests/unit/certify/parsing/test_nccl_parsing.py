@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dsx.certify.parsing import nccl
+from dsx.certify.parsing import nccl, nccl_writer
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "nccl"
 GiB = 1 << 30
@@ -357,19 +357,19 @@ def test_format_table_reproduces_the_a3mega_table_byte_for_byte() -> None:
     end = next(i for i, line in enumerate(lines) if line.startswith("# Avg bus bandwidth"))
     expected = lines[start : end + 1]
     table = nccl.parse(text).tables[0]
-    written = nccl.format_table(table.rows, avg_busbw_gbps=70.742).split("\n")
+    written = nccl_writer.format_table(table.rows, avg_busbw_gbps=70.742).split("\n")
     assert written[: len(expected)] == expected
 
 
 def test_format_row_reproduces_not_checked_in_place_rows() -> None:
     text = sample("05-alltoall-gb300-1node-oci.log")
     printed = [line for line in text.split("\n") if line.lstrip()[:1].isdigit()]
-    assert [nccl.format_row(r) for r in nccl.parse(text).tables[0].rows] == printed
+    assert [nccl_writer.format_row(r) for r in nccl.parse(text).tables[0].rows] == printed
 
 
 def test_format_run_reads_back_to_the_same_rows() -> None:
     rows = [
-        nccl.measure_row(
+        nccl_writer.measure_row(
             "all_reduce",
             size_bytes=size,
             count=size // 4,
@@ -385,7 +385,7 @@ def test_format_run_reads_back_to_the_same_rows() -> None:
     devices = [
         nccl.RankDevice(rank, f"node-{rank // 4}", 1000 + rank, rank % 4, "cpu", "gloo CPU") for rank in range(8)
     ]
-    text = nccl.format_run("all_reduce", rows, devices=devices)
+    text = nccl_writer.format_run("all_reduce", rows, devices=devices)
     table = nccl.parse(text).tables[0]
     assert table.collective == "all_reduce" and table.collective_inferred is False
     assert table.hosts == ("node-0", "node-1")
@@ -400,7 +400,7 @@ def test_format_run_reads_back_to_the_same_rows() -> None:
 
 
 def test_format_run_with_wrong_results_reads_back_failed() -> None:
-    row = nccl.measure_row(
+    row = nccl_writer.measure_row(
         "broadcast",
         size_bytes=4096,
         count=1024,
@@ -412,19 +412,19 @@ def test_format_run_with_wrong_results_reads_back_failed() -> None:
         in_place_us=20.0,
         out_of_place_wrong=5,
     )
-    table = nccl.parse(nccl.format_run("broadcast", [row])).tables[0]
+    table = nccl.parse(nccl_writer.format_run("broadcast", [row])).tables[0]
     assert table.out_of_bounds == 1 and table.status is nccl.Status.FAILED
     assert table.rows[0].out_of_place.busbw_gbps == table.rows[0].out_of_place.algbw_gbps
 
 
 def test_format_run_refuses_unknown_collective() -> None:
     with pytest.raises(ValueError, match="unknown collective"):
-        nccl.format_run("allreduce", [])
+        nccl_writer.format_run("allreduce", [])
 
 
 def test_streamed_pieces_compose_to_format_run() -> None:
     rows = [
-        nccl.measure_row(
+        nccl_writer.measure_row(
             "alltoall",
             size_bytes=size,
             count=size // 4,
@@ -439,11 +439,11 @@ def test_streamed_pieces_compose_to_format_run() -> None:
         for size in (4096, 8192)
     ]
     streamed = (
-        nccl.format_preamble("alltoall", min_bytes=4096, max_bytes=8192)
-        + nccl.format_table_head()
-        + "".join(nccl.format_row(r) + "\n" for r in rows)
-        + nccl.format_footer(rows)
-        + nccl.format_conclusion("alltoall")
+        nccl_writer.format_preamble("alltoall", min_bytes=4096, max_bytes=8192)
+        + nccl_writer.format_table_head()
+        + "".join(nccl_writer.format_row(r) + "\n" for r in rows)
+        + nccl_writer.format_footer(rows)
+        + nccl_writer.format_conclusion("alltoall")
     )
-    assert streamed == nccl.format_run("alltoall", rows)
+    assert streamed == nccl_writer.format_run("alltoall", rows)
     assert all(r.in_place is not None and r.in_place.wrong is None for r in nccl.parse(streamed).tables[0].rows)

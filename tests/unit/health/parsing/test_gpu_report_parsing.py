@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from dsx.errors import BadInputError
-from dsx.health import gpu_reports
-from dsx.health.gpu_reports import DiagStatus, FindingKind
+from dsx.health import dcgm_diag, gpu_reports
+from dsx.health.dcgm_diag import DiagStatus
+from dsx.health.gpu_reports import FindingKind
 from dsx.model.health import RecommendedAction
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -155,8 +156,20 @@ def test_malformed_xml_is_a_clear_error() -> None:
 # --- dcgmi diag ----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "xml",
+    [
+        '<!DOCTYPE x [<!ENTITY a "aaaa">]><nvidia_smi_log><gpu id="0">&a;</gpu></nvidia_smi_log>',
+        '<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><nvidia_smi_log>&e;</nvidia_smi_log>',
+    ],
+)
+def test_xml_entities_are_refused_not_expanded(xml: str) -> None:
+    with pytest.raises(BadInputError, match=r"gpu\.xml: nvidia-smi XML declares entities or a DTD"):
+        gpu_reports.parse_smi(xml, source="gpu.xml")
+
+
 def test_dcgm_deployment_pass_cut_table_is_incomplete_without_failures() -> None:
-    report = gpu_reports.parse_diag(read("dcgm", "01-pass-r3-deployment-dcgm3.0.4.txt"))
+    report = dcgm_diag.parse_diag(read("dcgm", "01-pass-r3-deployment-dcgm3.0.4.txt"))
     assert report.count(DiagStatus.PASS) == 9 and len(report.results) == 9
     assert {r.category for r in report.results} == {"Deployment"}
     assert report.results[-1].test == "Inforom"
@@ -166,7 +179,7 @@ def test_dcgm_deployment_pass_cut_table_is_incomplete_without_failures() -> None
 
 
 def test_dcgm_pcie_fail_with_wrapped_warnings() -> None:
-    report = gpu_reports.parse_diag(read("dcgm", "03-fail-r2-pcie-nvlink-down-a100-dcgm2.4.6.txt"))
+    report = dcgm_diag.parse_diag(read("dcgm", "03-fail-r2-pcie-nvlink-down-a100-dcgm2.4.6.txt"))
     (result,) = report.results
     assert (result.category, result.test, result.status, result.gpu) == ("Integration", "PCIe", DiagStatus.FAIL, None)
     (detail,) = result.details
@@ -179,7 +192,7 @@ def test_dcgm_pcie_fail_with_wrapped_warnings() -> None:
 
 
 def test_dcgm_cut_json_is_read_token_by_token() -> None:
-    report = gpu_reports.parse_diag(read("dcgm", "05-json-r3-all-skip-dcgm3.3.1.json.txt"))
+    report = dcgm_diag.parse_diag(read("dcgm", "05-json-r3-all-skip-dcgm3.3.1.json.txt"))
     assert [(r.test, r.status, r.gpu) for r in report.results] == [
         ("PCIe", DiagStatus.SKIP, "0"),
         ("GPU Memory", DiagStatus.SKIP, "0"),
@@ -216,7 +229,7 @@ def test_dcgm_valid_json_with_a_failure() -> None:
             ]
         }
     }
-    report = gpu_reports.parse_diag(json.dumps(document))
+    report = dcgm_diag.parse_diag(json.dumps(document))
     assert report.complete is True
     assert [(r.test, r.gpu, r.status) for r in report.results] == [
         ("Persistence Mode", None, DiagStatus.FAIL),
@@ -241,9 +254,9 @@ def test_dcgm_complete_text_table() -> None:
 | Info                      | GPU 1 throttled during the test                |
 +---------------------------+------------------------------------------------+
 """
-    report = gpu_reports.parse_diag(text)
+    report = dcgm_diag.parse_diag(text)
     assert report.complete is True
-    assert report.results[1] == gpu_reports.DiagResult(
+    assert report.results[1] == dcgm_diag.DiagResult(
         "Hardware", "GPU Memory", DiagStatus.WARN, "1", ("GPU 1 throttled during the test",)
     )
     assert kinds(report.findings()) == [FindingKind.DIAG_WARNING]
@@ -252,7 +265,7 @@ def test_dcgm_complete_text_table() -> None:
 @pytest.mark.parametrize("text", ["", "no table here", '{"something": 1}', "{ not json and no tokens"])
 def test_dcgm_without_results_is_a_clear_error(text: str) -> None:
     with pytest.raises(BadInputError, match=r"diag\.txt: "):
-        gpu_reports.parse_diag(text, source="diag.txt")
+        dcgm_diag.parse_diag(text, source="diag.txt")
 
 
 def test_findings_serialise() -> None:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsx.errors import BadInputError
-from dsx.health import gpu_reports, xid
+from dsx.health import dcgm_diag, gpu_reports, xid
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 KERNEL_LINES = (DATA / "xid" / "kernel-lines.txt").read_text(encoding="utf-8").split("\n")
@@ -166,7 +166,7 @@ def test_smi_reader_never_crashes(text: str) -> None:
 @given(texts)
 def test_diag_reader_never_crashes(text: str) -> None:
     try:
-        report = gpu_reports.parse_diag(text)
+        report = dcgm_diag.parse_diag(text)
     except BadInputError:
         return
     json.dumps(report.to_dict(), allow_nan=False)

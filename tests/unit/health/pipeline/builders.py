@@ -27,6 +27,7 @@ from dsx.model.health import (
     ProcessingStrategy,
     RecommendedAction,
 )
+from dsx.ratelimit import TokenBucket
 from dsx.testing.inmemory import InMemoryEventStore
 from dsx.testing.inmemory_nodes import InMemoryNodeOps
 
@@ -218,9 +219,7 @@ class Pipeline:
         fleet = lambda: len(nodes_.list_nodes(dict(policy.gpu_node_selector)))  # noqa: E731
         self.breaker = breaker.CircuitBreaker(store, policy.breaker, fleet)
         self.quarantine = quarantine.QuarantineHandler(store, nodes_, policy, self.breaker, observer, clock=clock)
-        self.drain = drain.DrainHandler(
-            store, nodes_, policy, observer, clock=clock, limiter=drain.TokenBucket(1e9, 10**6)
-        )
+        self.drain = drain.DrainHandler(store, nodes_, policy, observer, clock=clock, limiter=TokenBucket(1e9, 10**6))
         self.remediation = remediation.RemediationHandler(store, nodes_, policy, self.provider, observer, clock=clock)
         self.recertify = recertify.RecertifyHandler(store, nodes_, policy, observer, clock=clock)
         handlers = [self.quarantine, self.drain, self.remediation, self.recertify]

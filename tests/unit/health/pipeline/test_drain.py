@@ -13,6 +13,7 @@ from dsx.health.breaker import CircuitBreaker
 from dsx.health.policy import DrainMode, DrainSettings, NamespaceMode, Stage
 from dsx.health.quarantine import QuarantineHandler
 from dsx.model.health import BehaviourOverrides, NodeState
+from dsx.ratelimit import TokenBucket
 
 from .builders import cluster, gpu_check, pod, policy_with, xid
 
@@ -72,7 +73,7 @@ class Harness:
         chosen = dataclasses.replace(policy_with(Stage.QUARANTINE, Stage.DRAIN), drain=settings)
         gate = CircuitBreaker(store, chosen.breaker, lambda: 100)
         self.drain = drain.DrainHandler(
-            store, self.fleet, chosen, observer, clock=clock, limiter=drain.TokenBucket(1e6, 10**6)
+            store, self.fleet, chosen, observer, clock=clock, limiter=TokenBucket(1e6, 10**6)
         )
         self.runners = [
             stages.StageRunner(
@@ -140,7 +141,7 @@ def test_a_gpu_reset_incident_keeps_other_gpus_workloads(store, clock, observer)
 
 
 def test_the_eviction_rate_is_shared_and_bounded(clock) -> None:
-    bucket = drain.TokenBucket(2.0, 3, clock=clock)
+    bucket = TokenBucket(2.0, 3, clock=clock)
     assert [bucket.take() for _ in range(4)] == [True, True, True, False]
     clock.advance(0.5)
     assert [bucket.take(), bucket.take()] == [True, False]
