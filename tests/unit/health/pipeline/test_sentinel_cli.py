@@ -77,7 +77,7 @@ def test_breaker_reset_closes_it(capsys, store_url) -> None:
 def test_replay_prints_what_a_policy_would_do(capsys, store_url, tmp_path: Path) -> None:
     candidate = tmp_path / "candidate.yaml"
     candidate.write_text(
-        "apiVersion: dsx.health/v1alpha1\nkind: SentinelPolicy\nbreaker: {max_quarantined_percent: 100}\n"
+        "apiVersion: dsx.health/v1alpha1\nkind: SentinelPolicy\nbreaker: {maxQuarantinedPercent: 100}\n"
         "remediation: {provider: {kind: script, command: [/bin/true]}}\n"
     )
     code, out, _ = dsx(
