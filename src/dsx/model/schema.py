@@ -172,7 +172,7 @@ def _translate(message: str, data: object, kind: type[Any], source: str, separat
     if isinstance(value, float) and not math.isfinite(value):
         return f"{where}: expected a finite number, got {value!r}"
     if isinstance(info, mi.EnumType | mi.LiteralType) and what.startswith(("Invalid enum value", "Expected `str`")):
-        allowed = [m.value for m in info.cls] if isinstance(info, mi.EnumType) else list(info.values)
+        allowed: list[object] = [m.value for m in info.cls] if isinstance(info, mi.EnumType) else [*info.values]
         head, dot, field = path.rpartition(".")
         if not dot or field.endswith("]"):
             return allowed_values_message(where, "value", value, allowed)
