@@ -299,16 +299,16 @@ _Positive = Annotated[float, msgspec.Meta(gt=0)]
 _AtLeastZero = Annotated[float, msgspec.Meta(ge=0)]
 
 
-class _Doc(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+class _Doc(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
     """A section of the file: camelCase keys, unknown keys refused."""
 
 
-class _SwitchDoc(_Doc):
+class _SwitchDoc(_Doc, frozen=True):
     enabled: bool | None = None
     dry_run: bool = False
 
 
-class _StagesDoc(_Doc):
+class _StagesDoc(_Doc, frozen=True):
     analyzer: _SwitchDoc = _SwitchDoc()
     quarantine: _SwitchDoc = _SwitchDoc()
     drain: _SwitchDoc = _SwitchDoc()
@@ -317,18 +317,18 @@ class _StagesDoc(_Doc):
     validation: _SwitchDoc = _SwitchDoc()
 
 
-class _TaintDoc(_Doc):
+class _TaintDoc(_Doc, frozen=True):
     key: _NonEmpty
     value: str = ""
     effect: TaintEffect = TaintEffect.NO_SCHEDULE
 
 
-class _MatchDoc(_Doc):
+class _MatchDoc(_Doc, frozen=True):
     all: list[_NonEmpty] = []
     any: list[_NonEmpty] = []
 
 
-class _RuleSetDoc(_Doc):
+class _RuleSetDoc(_Doc, frozen=True):
     name: _NonEmpty
     match: _MatchDoc = _MatchDoc()
     cordon: bool = True
@@ -336,29 +336,29 @@ class _RuleSetDoc(_Doc):
     labels: dict[str, str] = {}
 
 
-class _OptOutDoc(_Doc):
+class _OptOutDoc(_Doc, frozen=True):
     key: str = nodes.DEFAULT_OPT_OUT_LABEL
     value: str = "false"
 
 
-class _QuarantineDoc(_Doc):
+class _QuarantineDoc(_Doc, frozen=True):
     rule_sets: list[_RuleSetDoc] | msgspec.UnsetType = msgspec.UNSET
     opt_out_label: _OptOutDoc = _OptOutDoc()
 
 
-class _BreakerDoc(_Doc):
+class _BreakerDoc(_Doc, frozen=True):
     enabled: bool = True
     max_quarantined_percent: _Positive = 10.0
     window_seconds: _Positive = 1800.0
 
 
-class _NamespaceDoc(_Doc):
+class _NamespaceDoc(_Doc, frozen=True):
     match: _NonEmpty
     mode: DrainMode = DrainMode.IMMEDIATE
     timeout_seconds: _AtLeastZero = 600.0
 
 
-class _DrainDoc(_Doc):
+class _DrainDoc(_Doc, frozen=True):
     default_mode: DrainMode = DrainMode.IMMEDIATE
     namespaces: list[_NamespaceDoc] = []
     system_namespaces: list[_NonEmpty] = msgspec.field(default_factory=lambda: list(DrainSettings.system_namespaces))
@@ -370,7 +370,7 @@ class _DrainDoc(_Doc):
     grace_period_seconds: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
-class _ProviderDoc(_Doc):
+class _ProviderDoc(_Doc, frozen=True):
     kind: ProviderKind = ProviderKind.NONE
     command: list[_NonEmpty] = []
     url: str = ""
@@ -378,18 +378,18 @@ class _ProviderDoc(_Doc):
     timeout_seconds: _Positive = 900.0
 
 
-class _RemediationDoc(_Doc):
+class _RemediationDoc(_Doc, frozen=True):
     provider: _ProviderDoc = _ProviderDoc()
     actions: dict[str, str] | None = None
     """Checked after decoding, so an unknown action or request lists the allowed ones."""
 
 
-class _CategoryDoc(_Doc):
+class _CategoryDoc(_Doc, frozen=True):
     name: _NonEmpty
     scale: Scale | None = None
 
 
-class _CertificationDoc(_Doc):
+class _CertificationDoc(_Doc, frozen=True):
     categories: Annotated[list[str | _CategoryDoc], msgspec.Meta(min_length=1)] | msgspec.UnsetType = msgspec.UNSET
     group_categories: list[_NonEmpty] = msgspec.field(
         default_factory=lambda: list(CertificationSettings.group_categories)
@@ -407,29 +407,29 @@ class _CertificationDoc(_Doc):
     thresholds: dict[str, str] = {}
 
 
-class _KernelLogDoc(_Doc):
+class _KernelLogDoc(_Doc, frozen=True):
     node: str = ""
     path: str = ""
     journal: bool = False
     driver_version: str = ""
 
 
-class _MonitorsDoc(_Doc):
+class _MonitorsDoc(_Doc, frozen=True):
     kernel_logs: list[_KernelLogDoc] = []
     start_at_end: bool = False
     poll_interval_seconds: _Positive = 0.1
     kube_objects: bool = True
 
 
-class _DeadLetterDoc(_Doc):
+class _DeadLetterDoc(_Doc, frozen=True):
     max_attempts: Annotated[int, msgspec.Meta(ge=1)] = 5
 
 
-class _AnalyzerDoc(_Doc):
+class _AnalyzerDoc(_Doc, frozen=True):
     rules: str = ""
 
 
-class PolicyDocument(_Doc):
+class PolicyDocument(_Doc, frozen=True):
     """The SentinelPolicy file as written (docs/sentinel.md); `from_dict` turns it into a SentinelPolicy."""
 
     api_version: str

@@ -172,11 +172,11 @@ def _translate(message: str, data: object, kind: type[Any], source: str, separat
     if isinstance(value, float) and not math.isfinite(value):
         return f"{where}: expected a finite number, got {value!r}"
     if isinstance(info, mi.EnumType | mi.LiteralType) and what.startswith(("Invalid enum value", "Expected `str`")):
-        allowed: list[object] = [m.value for m in info.cls] if isinstance(info, mi.EnumType) else [*info.values]
+        choices: list[object] = [m.value for m in info.cls] if isinstance(info, mi.EnumType) else [*info.values]
         head, dot, field = path.rpartition(".")
         if not dot or field.endswith("]"):
-            return allowed_values_message(where, "value", value, allowed)
-        return allowed_values_message(_where(source, separator, head), field, value, allowed)
+            return allowed_values_message(where, "value", value, choices)
+        return allowed_values_message(_where(source, separator, head), field, value, choices)
     if expected := re.match(r"Expected `([^`]*)`, got `([^`]*)`", what):
         wanted = " or ".join(_NAMES.get(t.strip(), t.strip()) for t in expected.group(1).split("|"))
         return f"{where}: expected {wanted}, got {value!r}"
