@@ -51,14 +51,16 @@ def decode(
     source: str,
     separator: str = ".",
     error: type[BadInputError] = BadInputError,
+    strict: bool = True,
 ) -> T:
     """`data` as `kind`; any mismatch raises `error` naming `source`, the field path and what is allowed.
 
     Paths read `source.spec.componentRefs[0].name` (or `source: spec…` with separator ": ").
-    Floats must be finite: NaN and infinity are refused by name.
+    Floats must be finite: NaN and infinity are refused by name. `strict=False` reads numbers and
+    booleans from strings (URL query parameters).
     """
     try:
-        value = msgspec.convert(data, kind, strict=True)
+        value = msgspec.convert(data, kind, strict=strict)
     except msgspec.ValidationError as exc:
         raise error(_translate(str(exc), data, kind, source, separator)) from None
     for path, number in _floats(value, ""):

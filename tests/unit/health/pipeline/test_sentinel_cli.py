@@ -168,7 +168,7 @@ def test_status_lists_dead_letters_and_retry_offers_them_again(capsys, store_url
     assert code == 0
     assert "dead letters" in out and "ValueError: bad reason" in out
     code, out, _ = dsx(capsys, "sentinel", "status", "--store", store_url, "--format", "json")
-    assert [(d["stage"], d["sequence"], d["attempts"]) for d in json.loads(out)["dead_letters"]] == [("drain", 2, 5)]
+    assert [(d["stage"], d["sequence"], d["attempts"]) for d in json.loads(out)["deadLetters"]] == [("drain", 2, 5)]
 
     code, _, err = dsx(capsys, "sentinel", "retry", "--store", store_url, "--stage", "quarantine")
     assert code == 3 and "no dead letter with stage quarantine" in err
