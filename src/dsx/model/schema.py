@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-from msgspec import inspect as mi
 
 from dsx.errors import BadInputError, allowed_values_message
+
+if TYPE_CHECKING:
+    from msgspec import inspect as mi  # imported where used: only errors and old spellings need it
 
 T = TypeVar("T")
 
@@ -76,11 +78,15 @@ def renamed(data: object, kind: type[Any]) -> tuple[object, list[tuple[str, str]
     spellings keeps both, so `decode` refuses the old one as an unknown field. A null where a
     Struct with defaults is expected becomes absent, as an empty YAML section means "defaults".
     """
+    from msgspec import inspect as mi
+
     found: list[tuple[str, str]] = []
     return _rename(data, mi.type_info(kind), "", found), found
 
 
 def _rename(data: object, info: mi.Type, path: str, found: list[tuple[str, str]]) -> object:
+    from msgspec import inspect as mi
+
     info = _unwrap(info, data)
     if isinstance(info, mi.StructType) and isinstance(data, Mapping):
         fields = {f.encode_name: f for f in info.fields}
@@ -107,6 +113,8 @@ def _rename(data: object, info: mi.Type, path: str, found: list[tuple[str, str]]
 
 def _unwrap(info: mi.Type, data: object) -> mi.Type:
     """The member of a union that fits `data` best (a Struct for a mapping, a list for a list)."""
+    from msgspec import inspect as mi
+
     if isinstance(info, mi.Metadata):
         return _unwrap(info.type, data)
     if isinstance(info, mi.UnionType):
@@ -122,6 +130,8 @@ def _unwrap(info: mi.Type, data: object) -> mi.Type:
 
 
 def _allows_null(info: mi.Type) -> bool:
+    from msgspec import inspect as mi
+
     if isinstance(info, mi.Metadata):
         return _allows_null(info.type)
     if isinstance(info, mi.UnionType):
@@ -141,6 +151,8 @@ def _steps(path: str) -> Iterator[str | int]:
 
 def _locate(data: object, info: mi.Type, path: str) -> tuple[object, mi.Type]:
     """The value and the schema type at `path` ($ stripped) of `data`; missing values are msgspec.UNSET."""
+    from msgspec import inspect as mi
+
     value: object = data
     for step in _steps(path):
         info = _unwrap(info, value)
@@ -162,6 +174,8 @@ def _locate(data: object, info: mi.Type, path: str) -> tuple[object, mi.Type]:
 
 
 def _translate(message: str, data: object, kind: type[Any], source: str, separator: str) -> str:
+    from msgspec import inspect as mi
+
     match = _MESSAGE.match(message)
     what, path = (match.group("what"), match.group("path") or "") if match else (message, "")
     value, info = _locate(data, mi.type_info(kind), path)
