@@ -1,4 +1,5 @@
-"""Response models of the REST API and the finishing of its OpenAPI document.
+"""Response models of the REST API (msgspec Structs, camelCase keys) and the finishing of its
+OpenAPI document; `dsx.api.wire` decodes, encodes and gives their component schemas.
 
 Why post-process the document rather than annotate every route: the token rule
 (`security.needs_token`), the guard's rejections (401, 413, 429) and the error table
