@@ -195,15 +195,21 @@ def _translate(message: str, data: object, kind: type[Any], source: str, separat
         return allowed_values_message(_where(source, separator, head), field, value, choices)
     if expected := re.match(r"Expected `([^`]*)`, got `([^`]*)`", what):
         wanted = " or ".join(_NAMES.get(t.strip(), t.strip()) for t in expected.group(1).split("|"))
-        return f"{where}: expected {wanted}, got {value!r}"
+        return f"{where}: expected {wanted}, got {_shown(value)}"
     if bound := re.match(r"Expected `([^`]*)` (.*)$", what):
         noun = _NAMES.get(bound.group(1), bound.group(1))
-        return f"{where}: {value!r} is out of range; allowed: {noun} {_bound_words(bound.group(2))}"
+        return f"{where}: {_shown(value)} is out of range; allowed: {noun} {_bound_words(bound.group(2))}"
     return f"{where}: {what[:1].lower()}{what[1:]}"
 
 
+def _shown(value: object, limit: int = 60) -> str:
+    """The offending value for a one-line message: its repr, cut short (a request body may be large)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
 def _bound_words(text: str) -> str:
-    """`>= 1` → `of at least 1`, `of length <= 8` → `of length at most 8`."""
+    """`>= 1` → `at least 1`, `of length <= 8` → `of length at most 8`."""
     words = {">=": "at least", ">": "above", "<=": "at most", "<": "below"}
     text = re.sub(r"(>=|<=|>|<) ?", lambda m: words[m.group(1)] + " ", text)
     return re.sub(r"(\d)\.0\b", r"\1", text)
