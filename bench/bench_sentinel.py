@@ -97,12 +97,12 @@ def runtime(folder: Path, kubeconfig: Path, label: str, kernel_logs: dict[str, P
         "apiVersion": policy_module.API_VERSION,
         "kind": policy_module.KIND,
         "stages": {"quarantine": {"enabled": True}, "analyzer": {"enabled": False}},
-        "gpu_node_selector": {"bench.dsx.run/fleet": label},
+        "gpuNodeSelector": {"bench.dsx.run/fleet": label},
         "breaker": {"enabled": False},
         "monitors": {
-            "kube_objects": False,
-            "poll_interval_seconds": 0.02,
-            "kernel_logs": [{"node": n, "path": str(p)} for n, p in kernel_logs.items()],
+            "kubeObjects": False,
+            "pollIntervalSeconds": 0.02,
+            "kernelLogs": [{"node": n, "path": str(p)} for n, p in kernel_logs.items()],
         },
     }
     chosen = policy_module.from_dict(document, source="bench")

@@ -18,7 +18,6 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "google": "cel",
     "psycopg": "store",
     "fastapi": "api",
-    "pydantic": "api",
     "prometheus_client": "api",
     "pynvml": "nvml",
     "torch": "collectives",

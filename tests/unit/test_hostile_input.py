@@ -107,10 +107,10 @@ def test_out_of_range_flag_values_are_bad_input(args: list[str], message: str, t
 
 def test_a_nan_in_a_policy_file_is_refused_naming_the_field(tmp_path: Path) -> None:
     shipped = policy.DEFAULT_PATH.read_text()
-    assert "max_quarantined_percent:" in shipped
+    assert "maxQuarantinedPercent:" in shipped
     hostile = tmp_path / "policy.yaml"
     lines = [
-        line.split(":")[0] + ": .nan" if line.strip().startswith("max_quarantined_percent:") else line
+        line.split(":")[0] + ": .nan" if line.strip().startswith("maxQuarantinedPercent:") else line
         for line in shipped.splitlines()
     ]
     hostile.write_text("\n".join(lines) + "\n")
@@ -118,14 +118,14 @@ def test_a_nan_in_a_policy_file_is_refused_naming_the_field(tmp_path: Path) -> N
     result, _ = _dsx("sentinel", "replay", "--policy", str(hostile), "--store", "memory:", cwd=tmp_path)
 
     assert result.returncode == 2, result.stderr
-    assert "breaker.max_quarantined_percent: '.nan' is not a finite number" in result.stderr
+    assert "breaker.maxQuarantinedPercent: '.nan' is not a finite number" in result.stderr
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf])
 def test_a_non_finite_breaker_limit_is_refused_when_built_from_data(value: float) -> None:
     data = serialization.load_mapping_file(policy.DEFAULT_PATH)
-    data["breaker"]["max_quarantined_percent"] = value
-    with pytest.raises(BadInputError, match=r"breaker\.max_quarantined_percent: expected a finite number"):
+    data["breaker"]["maxQuarantinedPercent"] = value
+    with pytest.raises(BadInputError, match=r"breaker\.maxQuarantinedPercent: expected a finite number"):
         policy.from_dict(data, source="policy.json")
 
 

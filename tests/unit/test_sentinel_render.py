@@ -17,14 +17,14 @@ def test_status_table_shows_history_breaker_and_dead_letters() -> None:
             }
         ],
         "breaker": {"state": "open", "reason": "3 of 4 nodes"},
-        "validation_requests": [],
-        "dead_letters": [
+        "validationRequests": [],
+        "deadLetters": [
             {
                 "stage": "drain",
                 "sequence": 7,
                 "node": "n1",
                 "attempts": 5,
-                "parked_at": "2026-01-01T00:01:00Z",
+                "parkedAt": "2026-01-01T00:01:00Z",
                 "error": "x",
             }
         ],

@@ -10,13 +10,13 @@ import logging
 import secrets
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Body, FastAPI, Path
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
+from fastapi import Depends, FastAPI, Path
+from fastapi.responses import Response
 
-from dsx.api import schemas
+from dsx.api import schemas, wire
 from dsx.errors import BadInputError, ConflictError, DsxError, NotFoundError
 from dsx.model import certification as model
 
@@ -29,12 +29,14 @@ MAX_NODES = 16
 """Upper bound for API-started local runs: each simulated node is a process on this host."""
 
 
-class CertificationBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    categories: list[str] = Field(default_factory=lambda: ["nccl-all-reduce"], min_length=1, max_length=8)
-    nodes: int = Field(default=4, ge=2, le=MAX_NODES)
-    inject: list[str] = Field(default_factory=list, max_length=4, examples=[["node-1:slow"]])
+class CertificationBody(schemas.Model, forbid_unknown_fields=True, kw_only=True):
+    categories: Annotated[list[str], msgspec.Meta(min_length=1, max_length=8)] = msgspec.field(
+        default_factory=lambda: ["nccl-all-reduce"]
+    )
+    nodes: Annotated[int, msgspec.Meta(ge=2, le=MAX_NODES)] = 4
+    inject: Annotated[list[str], msgspec.Meta(max_length=4, examples=[["node-1:slow"]])] = msgspec.field(
+        default_factory=list
+    )
 
 
 @dataclass
@@ -45,8 +47,10 @@ class _Run:
     report: dict[str, Any] | None = None
     failed_nodes: list[str] = field(default_factory=list)
 
-    def view(self) -> dict[str, Any]:
-        return {"id": self.id, "status": self.status, "error": self.error, "failedNodes": self.failed_nodes}
+    def view(self) -> schemas.CertificationStatus:
+        return schemas.CertificationStatus(
+            id=self.id, status=model.Result(self.status), error=self.error, failed_nodes=list(self.failed_nodes)
+        )
 
 
 @dataclass
@@ -105,10 +109,10 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
         "/v1/certifications",
         tags=["certify"],
         status_code=202,
-        response_model=schemas.CertificationStatus,
-        responses=schemas.errors(409),
+        responses={**wire.answers(schemas.CertificationStatus, 202), **schemas.errors(409)},
+        openapi_extra=wire.request(CertificationBody),
     )
-    def post_certification(body: CertificationBody = Body(...)) -> JSONResponse:
+    def post_certification(body: Annotated[CertificationBody, Depends(wire.body(CertificationBody))]) -> Response:
         """Start a local certification (real collectives); 409 while another one runs."""
         spec = _spec(body)
         with registry.lock:
@@ -118,7 +122,7 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
             registry.runs[run.id] = run
             registry.active = threading.Thread(target=_execute, args=(run, spec), name=f"certify-{run.id}", daemon=True)
             registry.active.start()
-        return JSONResponse(run.view(), status_code=202, headers={"location": f"/v1/certifications/{run.id}"})
+        return wire.respond(run.view(), status=202, headers={"location": f"/v1/certifications/{run.id}"})
 
     def _get(run_id: str) -> _Run:
         run = registry.runs.get(run_id)
@@ -129,25 +133,23 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
     @api.get(
         "/v1/certifications/{run_id}",
         tags=["certify"],
-        response_model=schemas.CertificationStatus,
-        responses=schemas.errors(404),
+        responses={**wire.answers(schemas.CertificationStatus), **schemas.errors(404)},
     )
-    def get_certification(run_id: str = Path(max_length=64)) -> dict[str, Any]:
+    def get_certification(run_id: str = Path(max_length=64)) -> Response:
         """Status: RUNNING, PASSED, FAILED or INCOMPLETE, with the failed nodes."""
-        return _get(run_id).view()
+        return wire.respond(_get(run_id).view())
 
     @api.get(
         "/v1/certifications/{run_id}/report",
         tags=["certify"],
-        response_model=schemas.CertificationReport,
-        responses=schemas.errors(404, 409),
+        responses={**wire.answers(schemas.CertificationReport), **schemas.errors(404, 409)},
     )
-    def get_certification_report(run_id: str = Path(max_length=64)) -> dict[str, Any]:
+    def get_certification_report(run_id: str = Path(max_length=64)) -> Response:
         """The certification report document (as `dsx certify run --output` writes it)."""
         run = _get(run_id)
         if run.report is None:
             raise ConflictError(f"certification {run_id} has no report yet (status {run.status})")
-        return run.report
+        return wire.respond(run.report)
 
 
 def wait_idle(api: FastAPI, timeout_seconds: float) -> bool:

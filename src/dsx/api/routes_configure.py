@@ -6,11 +6,11 @@ import io
 import zipfile
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Query
+import msgspec
+from fastapi import Depends, FastAPI
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
 
-from dsx.api import schemas
+from dsx.api import schemas, wire
 from dsx.bundles import options as bundle_options
 from dsx.bundles import render as bundle_render
 from dsx.model import criteria
@@ -21,52 +21,67 @@ ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 """Fixed zip entry time so the same recipe gives the same archive bytes."""
 
 
-def _dimension(name: str) -> Any:
-    """A criteria field whose documented values come from the one table (`criteria.DIMENSIONS`)."""
-    allowed = criteria.DIMENSIONS[name]
-    return Field(default=None, max_length=32, description=f"One of {criteria.describe(name)}.", examples=[allowed[0]])
+def _about(name: str) -> str:
+    """A criterion's documented values, from the one table (`criteria.DIMENSIONS`); dsx.recipes.inputs checks them."""
+    return f"One of {criteria.describe(name)}."
 
 
-class CriteriaBody(BaseModel):
+def _example(name: str) -> list[str]:
+    return [criteria.DIMENSIONS[name][0]]
+
+
+class CriteriaBody(schemas.Model, forbid_unknown_fields=True, kw_only=True):
     """Criteria as JSON; the same keys and allowed values as the CLI flags."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    service: str | None = _dimension("service")
-    accelerator: str | None = _dimension("accelerator")
-    os: str | None = _dimension("os")
-    intent: str | None = _dimension("intent")
-    platform: str | None = _dimension("platform")
-    nodes: int | None = Field(default=None, ge=1, le=100_000)
+    service: (
+        Annotated[str, msgspec.Meta(max_length=32, description=_about("service"), examples=_example("service"))] | None
+    ) = None
+    accelerator: (
+        Annotated[str, msgspec.Meta(max_length=32, description=_about("accelerator"), examples=_example("accelerator"))]
+        | None
+    ) = None
+    os: Annotated[str, msgspec.Meta(max_length=32, description=_about("os"), examples=_example("os"))] | None = None
+    intent: (
+        Annotated[str, msgspec.Meta(max_length=32, description=_about("intent"), examples=_example("intent"))] | None
+    ) = None
+    platform: (
+        Annotated[str, msgspec.Meta(max_length=32, description=_about("platform"), examples=_example("platform"))]
+        | None
+    ) = None
+    nodes: Annotated[int, msgspec.Meta(ge=1, le=100_000)] | None = None
     strict: bool = False
 
 
-class QueryBody(CriteriaBody):
-    selector: str = Field(min_length=1, max_length=512, examples=["components.gpu-operator.values.driver.version"])
+_Selector = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=512, examples=["components.gpu-operator.values.driver.version"])
+]
 
 
-class CriteriaQuery(CriteriaBody):
+class QueryBody(CriteriaBody, forbid_unknown_fields=True, kw_only=True):
+    selector: _Selector
+
+
+class CriteriaQuery(CriteriaBody, forbid_unknown_fields=False, kw_only=True):
     """The same criteria as query parameters; unknown parameters are ignored, as URLs often carry extras."""
 
-    model_config = ConfigDict(extra="ignore")
+
+class QueryQuery(CriteriaQuery, forbid_unknown_fields=False, kw_only=True):
+    selector: _Selector
 
 
-class QueryQuery(QueryBody):
-    model_config = ConfigDict(extra="ignore")
-
-
-class BundleBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class BundleBody(schemas.Model, forbid_unknown_fields=True, kw_only=True):
     deployer: bundle_options.Deployer = bundle_options.Deployer.HELM
     criteria: CriteriaBody | None = None
-    recipe: dict[str, Any] | None = Field(default=None, description="A recipe document; replaces criteria.")
-    repo: str = Field(default="", max_length=512)
-    revision: str = Field(default=bundle_options.DEFAULT_REVISION, max_length=256)
+    recipe: Annotated[dict[str, Any] | None, msgspec.Meta(description="A recipe document; replaces criteria.")] = None
+    repo: Annotated[str, msgspec.Meta(max_length=512)] = ""
+    revision: Annotated[str, msgspec.Meta(max_length=256)] = bundle_options.DEFAULT_REVISION
+
+
+_CRITERIA_FLAGS = ("service", "accelerator", "os", "intent", "platform", "nodes")
 
 
 def _recipe_for(body: CriteriaBody) -> recipe_model.Recipe:
-    flags = body.model_dump(exclude={"strict", "selector"})
+    flags = {name: getattr(body, name) for name in _CRITERIA_FLAGS}
     gathered = inputs.gather(flags)
     result = resolve.resolve(gathered.criteria)
     if body.strict:
@@ -74,8 +89,9 @@ def _recipe_for(body: CriteriaBody) -> recipe_model.Recipe:
     return result
 
 
-def _answer(query: QueryBody) -> dict[str, Any]:
-    return {"selector": query.selector, "value": selector.select(selector.hydrated(_recipe_for(query)), query.selector)}
+def _answer(query: QueryBody | QueryQuery) -> Response:
+    value = selector.select(selector.hydrated(_recipe_for(query)), query.selector)
+    return wire.respond(schemas.QueryAnswer(selector=query.selector, value=value))
 
 
 def _zip(files: dict[str, bytes], executables: frozenset[str]) -> bytes:
@@ -90,26 +106,26 @@ def _zip(files: dict[str, bytes], executables: frozenset[str]) -> bytes:
 
 
 def register(api: FastAPI) -> None:
-    recipe_answers: dict[str, Any] = {"response_model": schemas.RecipeDocument, "responses": schemas.errors(422)}
-    query_answers: dict[str, Any] = {"response_model": schemas.QueryAnswer, "responses": schemas.errors(404, 422)}
+    recipe_answers: dict[str, Any] = {"responses": {**wire.answers(schemas.RecipeDocument), **schemas.errors(422)}}
+    query_answers: dict[str, Any] = {"responses": {**wire.answers(schemas.QueryAnswer), **schemas.errors(404, 422)}}
 
-    @api.get("/v1/recipe", tags=["configure"], **recipe_answers)
-    def get_recipe(criteria: Annotated[CriteriaQuery, Query()]) -> dict[str, Any]:
+    @api.get("/v1/recipe", tags=["configure"], openapi_extra=wire.parameters(CriteriaQuery), **recipe_answers)
+    def get_recipe(criteria: Annotated[CriteriaQuery, Depends(wire.query(CriteriaQuery))]) -> Response:
         """Resolve criteria (query parameters) into a recipe."""
-        return _recipe_for(criteria).to_dict()
+        return wire.respond(_recipe_for(criteria).to_dict())
 
-    @api.post("/v1/recipe", tags=["configure"], **recipe_answers)
-    def post_recipe(body: CriteriaBody = Body(...)) -> dict[str, Any]:
+    @api.post("/v1/recipe", tags=["configure"], openapi_extra=wire.request(CriteriaBody), **recipe_answers)
+    def post_recipe(body: Annotated[CriteriaBody, Depends(wire.body(CriteriaBody))]) -> Response:
         """Resolve criteria (JSON body) into a recipe."""
-        return _recipe_for(body).to_dict()
+        return wire.respond(_recipe_for(body).to_dict())
 
-    @api.get("/v1/query", tags=["configure"], **query_answers)
-    def get_query(query: Annotated[QueryQuery, Query()]) -> dict[str, Any]:
+    @api.get("/v1/query", tags=["configure"], openapi_extra=wire.parameters(QueryQuery), **query_answers)
+    def get_query(query: Annotated[QueryQuery, Depends(wire.query(QueryQuery))]) -> Response:
         """One value of the hydrated recipe; a missing path is 404 naming the deepest prefix."""
         return _answer(query)
 
-    @api.post("/v1/query", tags=["configure"], **query_answers)
-    def post_query(body: QueryBody = Body(...)) -> dict[str, Any]:
+    @api.post("/v1/query", tags=["configure"], openapi_extra=wire.request(QueryBody), **query_answers)
+    def post_query(body: Annotated[QueryBody, Depends(wire.body(QueryBody))]) -> Response:
         """One value of the hydrated recipe (criteria and selector in a JSON body)."""
         return _answer(body)
 
@@ -124,8 +140,9 @@ def register(api: FastAPI) -> None:
             },
             **schemas.errors(422),
         },
+        openapi_extra=wire.request(BundleBody),
     )
-    def post_bundle(body: BundleBody = Body(...)) -> Response:
+    def post_bundle(body: Annotated[BundleBody, Depends(wire.body(BundleBody))]) -> Response:
         """Render a bundle (zip) from criteria or a recipe document."""
         if body.recipe is not None:
             recipe = recipe_model.Recipe.from_dict(body.recipe, source="request body: recipe")

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Body, FastAPI, Query
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
+from fastapi import Depends, FastAPI, Query
+from fastapi.responses import Response
 
-from dsx.api import schemas
+from dsx.api import schemas, wire
 from dsx.errors import NotFoundError
 from dsx.health import breaker, ingest, pipeline_status
 from dsx.health import policy as policy_module
@@ -42,57 +42,56 @@ def _store(settings: ApiSettings) -> EventStore:
         return found
 
 
-class EventsBody(BaseModel):
+class EventsBody(schemas.Model, forbid_unknown_fields=True, kw_only=True):
     """HealthEvents (the JSON form of `dsx.model.health.HealthEvent`), at most 1000 per request."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    events: list[dict[str, Any]] = Field(min_length=1, max_length=ingest.MAX_EVENTS_PER_REQUEST)
+    events: Annotated[list[dict[str, Any]], msgspec.Meta(min_length=1, max_length=ingest.MAX_EVENTS_PER_REQUEST)]
 
 
 def register(api: FastAPI, settings: ApiSettings) -> None:
     answers = schemas.errors(404, 503)
 
-    @api.get("/v1/sentinel/nodes", tags=["operate"], response_model=schemas.SentinelStatus, responses=answers)
-    def get_nodes() -> dict[str, Any]:
+    @api.get("/v1/sentinel/nodes", tags=["operate"], responses={**wire.answers(schemas.SentinelStatus), **answers})
+    def get_nodes() -> Response:
         """Nodes that left service (state, reason, history), validation requests, breaker, cursors."""
         store = _store(settings)
         gate = breaker.CircuitBreaker(store, policy_module.BreakerSettings(), lambda: 0)
-        return pipeline_status.document(store, gate)
+        return wire.respond(pipeline_status.document(store, gate))
 
-    @api.get("/v1/sentinel/events", tags=["operate"], response_model=schemas.EventsPage, responses=answers)
+    @api.get("/v1/sentinel/events", tags=["operate"], responses={**wire.answers(schemas.EventsPage), **answers})
     def get_events(
         node: str | None = Query(default=None, max_length=253),
         since: datetime | None = Query(default=None, description="Only events generated at or after this time."),
         after: int = Query(default=0, ge=0, description="Only events past this sequence."),
         limit: int = Query(default=100, ge=1, le=1000),
-    ) -> dict[str, Any]:
+    ) -> Response:
         """Stored events, oldest first."""
         found = _store(settings).events(after_sequence=after, limit=limit, node_name=node, since=since)
-        return {
-            "events": [
-                {"sequence": s.sequence, "stored_at": s.stored_at.isoformat(), "event": s.event.to_dict()}
+        page = schemas.EventsPage(
+            events=[
+                schemas.StoredEvent(sequence=s.sequence, stored_at=s.stored_at.isoformat(), event=s.event.to_dict())
                 for s in found
             ]
-        }
+        )
+        return wire.respond(page)
 
     @api.post(
         "/v1/sentinel/events",
         tags=["operate"],
         status_code=202,
-        response_model=schemas.EventsAccepted,
-        responses=answers,
+        responses={**wire.answers(schemas.EventsAccepted, 202), **answers},
+        openapi_extra=wire.request(EventsBody),
     )
-    def post_events(body: EventsBody = Body(...)) -> JSONResponse:
+    def post_events(body: Annotated[EventsBody, Depends(wire.body(EventsBody))]) -> Response:
         """Store events from an external monitor; a re-sent event is stored once."""
         events = ingest.parse_document({"events": body.events})
         appended = _store(settings).append(events)
-        answer = {
-            "accepted": len(appended),
-            "created": sum(1 for a in appended if a.created),
-            "sequences": [a.sequence for a in appended],
-        }
-        return JSONResponse(answer, status_code=202)
+        answer = schemas.EventsAccepted(
+            accepted=len(appended),
+            created=sum(1 for a in appended if a.created),
+            sequences=[a.sequence for a in appended],
+        )
+        return wire.respond(answer, status=202)
 
 
 def check_ready(settings: ApiSettings) -> None:

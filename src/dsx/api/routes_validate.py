@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Body, FastAPI
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
+from fastapi import Depends, FastAPI
+from fastapi.responses import Response
 
 from dsx import __version__
-from dsx.api import schemas
+from dsx.api import schemas, wire
 from dsx.model import recipe as recipe_model
 from dsx.model import snapshot as snapshot_model
 from dsx.validation import reports, results, run
@@ -17,20 +18,22 @@ if TYPE_CHECKING:
     from dsx.api.app import ApiSettings
 
 
-class ValidateBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    recipe: dict[str, Any] = Field(description="A recipe document (as `dsx recipe` writes it).")
-    snapshot: dict[str, Any] = Field(description="A snapshot document (as `dsx snapshot` writes it).")
-    phases: list[results.Phase] = Field(
-        default_factory=lambda: [results.Phase.READINESS, results.Phase.DEPLOYMENT, results.Phase.CONFORMANCE],
-        max_length=4,
+class ValidateBody(schemas.Model, forbid_unknown_fields=True, kw_only=True):
+    recipe: Annotated[dict[str, Any], msgspec.Meta(description="A recipe document (as `dsx recipe` writes it).")]
+    snapshot: Annotated[dict[str, Any], msgspec.Meta(description="A snapshot document (as `dsx snapshot` writes it).")]
+    phases: Annotated[list[results.Phase], msgspec.Meta(max_length=4)] = msgspec.field(
+        default_factory=lambda: [results.Phase.READINESS, results.Phase.DEPLOYMENT, results.Phase.CONFORMANCE]
     )
 
 
 def register(api: FastAPI, settings: ApiSettings) -> None:
-    @api.post("/v1/validate", tags=["configure"], response_model=schemas.ValidationReport)
-    def post_validate(body: ValidateBody = Body(...)) -> dict[str, Any]:
+    @api.post(
+        "/v1/validate",
+        tags=["configure"],
+        responses=wire.answers(schemas.ValidationReport),
+        openapi_extra=wire.request(ValidateBody),
+    )
+    def post_validate(body: Annotated[ValidateBody, Depends(wire.body(ValidateBody))]) -> Response:
         """Validate against the snapshot; the answer is the CTRF report (200 even when checks fail)."""
         target = recipe_model.Recipe.from_dict(body.recipe, source="request body: recipe")
         snap = snapshot_model.Snapshot.from_dict(body.snapshot, source="request body: snapshot")
@@ -41,4 +44,4 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
             certification_unavailable="performance runs through POST /v1/certifications",
             generator=f"dsx/{__version__}",
         )
-        return reports.ctrf(report)
+        return wire.respond(reports.ctrf(report))

@@ -1,4 +1,5 @@
-"""Response models of the REST API and the finishing of its OpenAPI document.
+"""Response models of the REST API (msgspec Structs, camelCase keys) and the finishing of its
+OpenAPI document; `dsx.api.wire` decodes, encodes and gives their component schemas.
 
 Why post-process the document rather than annotate every route: the token rule
 (`security.needs_token`), the guard's rejections (401, 413, 429) and the error table
@@ -9,100 +10,119 @@ errors leave as `400 INVALID_REQUEST` in the dsx error shape.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
 
-from dsx.api import security
+from dsx.api import security, wire
 from dsx.model.certification import Result
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
 
-class ErrorDetail(BaseModel):
-    code: str = Field(description="Stable machine-readable code from the dsx error table.", examples=["NOT_FOUND"])
-    message: str = Field(description="One line for a person: names the field and the allowed values.")
+class Model(msgspec.Struct, rename="camel", kw_only=True):
+    """An API model: camelCase keys on the wire, as every dsx document."""
 
 
-class ErrorBody(BaseModel):
+class ErrorDetail(Model, kw_only=True):
+    code: Annotated[
+        str, msgspec.Meta(description="Stable machine-readable code from the dsx error table.", examples=["NOT_FOUND"])
+    ]
+    message: Annotated[str, msgspec.Meta(description="One line for a person: names the field and the allowed values.")]
+
+
+class ErrorBody(Model, kw_only=True):
     """Every error the API answers; never a stack trace."""
 
     error: ErrorDetail
 
 
-class _Document(BaseModel):
-    """A document with a published layout; fields not named here pass through unchanged."""
+class RecipeDocument(Model, kw_only=True):
+    """A resolved recipe, as `dsx recipe` writes it (docs/recipes.md); other fields pass through."""
 
-    model_config = ConfigDict(extra="allow")
-
-
-class RecipeDocument(_Document):
-    """A resolved recipe, as `dsx recipe` writes it (docs/recipes.md)."""
-
-    apiVersion: str
+    api_version: str
     kind: str
     metadata: dict[str, Any]
     constraints: list[Any]
-    componentRefs: list[dict[str, Any]]
+    component_refs: list[dict[str, Any]]
     certification: Any = None
-    deploymentOrder: list[str]
+    deployment_order: list[str]
 
 
-class QueryAnswer(BaseModel):
-    selector: str = Field(examples=["components.gpu-operator.values.driver.version"])
-    value: Any = Field(description="The value at the selector: a scalar, list or mapping.")
+class QueryAnswer(Model, kw_only=True):
+    selector: Annotated[str, msgspec.Meta(examples=["components.gpu-operator.values.driver.version"])]
+    value: Annotated[Any, msgspec.Meta(description="The value at the selector: a scalar, list or mapping.")]
 
 
-class ValidationReport(_Document):
+class ValidationReport(Model, kw_only=True):
     """The validation result as a CTRF report (https://ctrf.io), as `dsx validate --format ctrf` writes it."""
 
-    reportFormat: str = Field(examples=["CTRF"])
-    specVersion: str
+    report_format: Annotated[str, msgspec.Meta(examples=["CTRF"])]
+    spec_version: str
     results: dict[str, Any]
-    extra: dict[str, Any] = Field(description="recipe, snapshot, phases and the verdict (passed or failed).")
+    extra: Annotated[dict[str, Any], msgspec.Meta(description="recipe, snapshot, phases and the verdict.")]
 
 
-class CertificationStatus(BaseModel):
-    id: str = Field(examples=["3f9a1c2b7d4e5f60"])
+class CertificationStatus(Model, kw_only=True):
+    id: Annotated[str, msgspec.Meta(examples=["3f9a1c2b7d4e5f60"])]
     status: Result
-    error: str | None = Field(description="Why the run is INCOMPLETE, when it is.")
-    failedNodes: list[str]
+    error: Annotated[str | None, msgspec.Meta(description="Why the run is INCOMPLETE, when it is.")]
+    failed_nodes: list[str]
 
 
-class CertificationReport(_Document):
-    """The certification report document, as `dsx certify run --output` writes it."""
+class CertificationReport(Model, kw_only=True):
+    """The certification report document, as `dsx certify run --output` writes it; other fields pass through."""
 
-    apiVersion: str
+    api_version: str
     kind: str
     result: Result
-    failedNodes: list[str]
+    failed_nodes: list[str]
 
 
-class SentinelStatus(_Document):
+class ValidationRequestView(Model, kw_only=True):
+    id: str
+    node: str
+    reason: str
+    status: str
+    requested_at: Annotated[str, msgspec.Meta(description="ISO 8601.")]
+    detail: Any
+
+
+class DeadLetterView(Model, kw_only=True):
+    stage: str
+    sequence: int
+    node: str
+    attempts: int
+    error: str
+    traceback: str
+    parked_at: Annotated[str, msgspec.Meta(description="ISO 8601.")]
+
+
+class SentinelStatus(Model, kw_only=True):
     """What `dsx sentinel status` shows: nodes out of service, validation requests, breaker, cursors."""
 
     nodes: list[dict[str, Any]]
-    validation_requests: list[dict[str, Any]]
+    validation_requests: list[ValidationRequestView]
     breaker: dict[str, Any] | None
-    dead_letters: Any
+    dead_letters: list[DeadLetterView]
     cursors: dict[str, int]
     last_sequence: int
 
 
-class StoredEvent(BaseModel):
+class StoredEvent(Model, kw_only=True):
     sequence: int
-    stored_at: str = Field(description="When the store took the event (ISO 8601).")
-    event: dict[str, Any] = Field(description="The HealthEvent (docs/sentinel.md).")
+    stored_at: Annotated[str, msgspec.Meta(description="When the store took the event (ISO 8601).")]
+    event: Annotated[dict[str, Any], msgspec.Meta(description="The HealthEvent (docs/sentinel.md).")]
 
 
-class EventsPage(BaseModel):
+class EventsPage(Model, kw_only=True):
     events: list[StoredEvent]
 
 
-class EventsAccepted(BaseModel):
+class EventsAccepted(Model, kw_only=True):
     accepted: int
-    created: int = Field(description="Events stored now; the rest were re-sent and already stored.")
+    created: Annotated[int, msgspec.Meta(description="Events stored now; the rest were re-sent and already stored.")]
     sequences: list[int]
 
 
@@ -122,11 +142,12 @@ ERROR_DESCRIPTIONS = {
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """`responses=` for a route: the errors it answers beyond those every operation has."""
-    return {status: {"model": ErrorBody, "description": ERROR_DESCRIPTIONS[status]} for status in statuses}
+    error = {"content": {wire.JSON: {"schema": wire.ref(ErrorBody)}}}
+    return {status: {**error, "description": ERROR_DESCRIPTIONS[status]} for status in statuses}
 
 
 BEARER = "bearerAuth"
-_ERROR_REF = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+_ERROR_REF = {"content": {wire.JSON: {"schema": wire.ref(ErrorBody)}}}
 _BODY_METHODS = frozenset({"post", "put", "patch"})
 
 
@@ -136,9 +157,8 @@ def finish(document: dict[str, Any]) -> dict[str, Any]:
     schemas = components.setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
-    error_schema = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
-    schemas.update(error_schema.pop("$defs", {}))
-    schemas["ErrorBody"] = error_schema
+    wire.ref(ErrorBody)
+    schemas.update(wire.components())
     components["securitySchemes"] = {
         BEARER: {
             "type": "http",

@@ -46,18 +46,18 @@ def status_table(document: dict[str, Any]) -> str:
     text += f"\nbreaker: {gate.get('state', 'closed')}"
     if gate.get("reason"):
         text += f" ({gate['reason']})"
-    requests = document["validation_requests"]
+    requests = document["validationRequests"]
     if requests:
         text += "\n\n" + cli_output.format_table(
             ["request", "node", "status", "reason", "detail"],
             [[r["id"], r["node"], r["status"], r["reason"][:50], r["detail"][:60]] for r in requests],
         )
-    parked = document.get("dead_letters") or []
+    parked = document.get("deadLetters") or []
     if parked:
         text += "\n\ndead letters (`dsx sentinel retry` replays them):\n" + cli_output.format_table(
             ["stage", "event", "node", "attempts", "parked", "error"],
             [
-                [d["stage"], d["sequence"], d["node"], d["attempts"], d["parked_at"][:19], d["error"][:70]]
+                [d["stage"], d["sequence"], d["node"], d["attempts"], d["parkedAt"][:19], d["error"][:70]]
                 for d in parked
             ],
         )

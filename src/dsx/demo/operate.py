@@ -65,9 +65,9 @@ def demo_policy(default: dict[str, Any]) -> dict[str, Any]:
     policy = dict(default)
     stages = {name: dict(switch) for name, switch in (policy.get("stages") or {}).items()}
     for stage in ("quarantine", "drain", "remediation", "recertify"):
-        stages[stage] = {"enabled": True, "dry_run": False}
+        stages[stage] = {"enabled": True, "dryRun": False}
     policy["stages"] = stages
-    policy["breaker"] = {**(policy.get("breaker") or {}), "max_quarantined_percent": BREAKER_MAX_QUARANTINED_PERCENT}
+    policy["breaker"] = {**(policy.get("breaker") or {}), "maxQuarantinedPercent": BREAKER_MAX_QUARANTINED_PERCENT}
     return policy
 
 

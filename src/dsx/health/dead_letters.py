@@ -27,7 +27,7 @@ def listed(store: EventStore) -> list[dict[str, Any]]:
             "attempts": record.detail.get("attempts", 0),
             "error": record.detail.get("error", ""),
             "traceback": record.detail.get("traceback", ""),
-            "parked_at": record.updated_at.isoformat(),
+            "parkedAt": record.updated_at.isoformat(),
         }
         for record in store.dead_letters()
     ]

@@ -41,16 +41,16 @@ def document(store: EventStore, gate: breaker.CircuitBreaker | None) -> dict[str
             "node": r.node_name,
             "reason": r.reason,
             "status": r.status.value,
-            "requested_at": r.requested_at.isoformat(),
+            "requestedAt": r.requested_at.isoformat(),
             "detail": r.detail,
         }
         for r in store.validation_requests()
     ]
     return {
         "nodes": nodes_out,
-        "validation_requests": requests,
+        "validationRequests": requests,
         "breaker": gate.status() if gate is not None else None,
-        "dead_letters": dead_letters.listed(store),
+        "deadLetters": dead_letters.listed(store),
         "cursors": store.cursors(),
-        "last_sequence": store.last_sequence(),
+        "lastSequence": store.last_sequence(),
     }

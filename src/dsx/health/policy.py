@@ -3,34 +3,41 @@
 Why one file: an operator reviews one document to know what the sentinel may do to a fleet.
 Stages that change the cluster (quarantine, drain, remediation, recertify, validation) are
 OFF unless the file (or `--enable`) turns them on, as NVSentinel ships observing only; a stage
-that is off records `stage-disabled` for each event and does nothing else. A global `dry_run`
-and a per-stage `dry_run` make an enabled stage record what it would do without touching the
+that is off records `stage-disabled` for each event and does nothing else. A global `dryRun`
+and a per-stage `dryRun` make an enabled stage record what it would do without touching the
 cluster or the node states (so the stages after it stay idle: to see the whole chain without
 acting, use `dsx sentinel replay`).
 
-Keys are snake_case like the other `dsx.health/v1alpha1` kinds; units are in the names. Every
+Keys are camelCase, as in Kubernetes configuration kinds (KubeletConfiguration); units are in
+the names. Files written before that (snake_case: `dry_run`, `rule_sets`) are still read, with
+one warning per old key. The file is decoded by a schema (`PolicyDocument`, msgspec); every
 error names the file and the field. A section left out takes the shipped defaults (a policy
-without `quarantine.rule_sets` uses the shipped rule sets; `rule_sets: []` means none). The default policy is data:
-`src/dsx/catalog/rules/sentinel-default.yaml`. Reference: docs/sentinel.md.
+without `quarantine.ruleSets` uses the shipped rule sets; `ruleSets: []` means none). The
+default policy is data: `src/dsx/catalog/rules/sentinel-default.yaml`. Reference: docs/sentinel.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import math
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from dsx import catalog, cel, serialization
 from dsx.errors import BadInputError, allowed_values_message
 from dsx.health import nodes, xid
 from dsx.health.ports import RemediationKind, Taint, TaintEffect
+from dsx.model import schema
 from dsx.model.certification import FaultKind, Metric, Scale
 from dsx.model.health import RecommendedAction
+
+log = logging.getLogger("dsx.health.policy")
 
 API_VERSION = "dsx.health/v1alpha1"
 KIND = "SentinelPolicy"
@@ -282,203 +289,225 @@ def load(path: str | Path | None = None) -> SentinelPolicy:
     return from_dict(serialization.load_mapping_file(where), source=str(where))
 
 
-# -- parsing -------------------------------------------------------------------------------------
+# -- the document ---------------------------------------------------------------------------------
+# The schema of the file (camelCase keys, as Kubernetes config kinds such as KubeletConfiguration);
+# `from_dict` decodes it with msgspec, then checks what a schema cannot say and builds the
+# settings above (compiled CEL, enums, the shipped rule sets where the file names none).
+
+_NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+_Positive = Annotated[float, msgspec.Meta(gt=0)]
+_AtLeastZero = Annotated[float, msgspec.Meta(ge=0)]
 
 
-class _Fields:
-    """Typed reads from one mapping, with errors naming source and field."""
-
-    def __init__(self, raw: object, where: str, allowed: Iterable[str]) -> None:
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, Mapping):
-            raise BadInputError(f"{where}: expected a mapping")
-        allowed = tuple(allowed)
-        unknown = sorted(str(k) for k in set(raw) - set(allowed))
-        if unknown:
-            raise BadInputError(allowed_values_message(where, "field", unknown[0], allowed))
-        self.raw, self.where = raw, where
-
-    def at(self, key: str) -> str:
-        return f"{self.where}.{key}"
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self.raw.get(key, default)
-        if not isinstance(value, bool):
-            raise BadInputError(f"{self.at(key)}: expected true or false, got {value!r}")
-        return value
-
-    def number(self, key: str, default: float, *, minimum: float = 0.0, above: bool = False) -> float:
-        value = self.raw.get(key, default)
-        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-            raise BadInputError(f"{self.at(key)}: expected a finite number, got {value!r}")
-        if value < minimum or (above and value <= minimum):
-            relation = "above" if above else "at least"
-            raise BadInputError(f"{self.at(key)}: {value} is out of range; allowed: {relation} {minimum:g}")
-        return float(value)
-
-    def integer(self, key: str, default: int, *, minimum: int = 0) -> int:
-        value = self.raw.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise BadInputError(f"{self.at(key)}: expected an integer of at least {minimum}, got {value!r}")
-        return value
-
-    def text(self, key: str, default: str = "") -> str:
-        value = self.raw.get(key, default)
-        if not isinstance(value, str):
-            raise BadInputError(f"{self.at(key)}: expected a string, got {value!r}")
-        return value
-
-    def texts(self, key: str, default: Iterable[str] = ()) -> tuple[str, ...]:
-        value = self.raw.get(key, list(default))
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise BadInputError(f"{self.at(key)}: expected a list of non-empty strings")
-        return tuple(value)
-
-    def string_map(self, key: str, default: Mapping[str, str] | None = None) -> dict[str, str]:
-        value = self.raw.get(key, dict(default or {}))
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise BadInputError(f"{self.at(key)}: expected a mapping of strings to strings")
-        return dict(value)
-
-    def choice(self, key: str, kind: type[enum.StrEnum], default: enum.StrEnum) -> Any:
-        value = self.raw.get(key, default.value)
-        allowed = [member.value for member in kind]
-        if value not in allowed:
-            raise BadInputError(allowed_values_message(self.where, key, value, allowed))
-        return kind(value)
-
-    def section(self, key: str, allowed: Iterable[str]) -> _Fields:
-        return _Fields(self.raw.get(key), self.at(key), allowed)
+class _Doc(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A section of the file: camelCase keys, unknown keys refused."""
 
 
-_TOP = (
-    "apiVersion",
-    "kind",
-    "dry_run",
-    "stages",
-    "gpu_node_selector",
-    "quarantine",
-    "breaker",
-    "drain",
-    "remediation",
-    "certification",
-    "monitors",
-    "dead_letter",
-    "analyzer",
-)
+class _SwitchDoc(_Doc, frozen=True):
+    enabled: bool | None = None
+    dry_run: bool = False
+
+
+class _StagesDoc(_Doc, frozen=True):
+    analyzer: _SwitchDoc = _SwitchDoc()
+    quarantine: _SwitchDoc = _SwitchDoc()
+    drain: _SwitchDoc = _SwitchDoc()
+    remediation: _SwitchDoc = _SwitchDoc()
+    recertify: _SwitchDoc = _SwitchDoc()
+    validation: _SwitchDoc = _SwitchDoc()
+
+
+class _TaintDoc(_Doc, frozen=True):
+    key: _NonEmpty
+    value: str = ""
+    effect: TaintEffect = TaintEffect.NO_SCHEDULE
+
+
+class _MatchDoc(_Doc, frozen=True):
+    all: list[_NonEmpty] = []
+    any: list[_NonEmpty] = []
+
+
+class _RuleSetDoc(_Doc, frozen=True):
+    name: _NonEmpty
+    match: _MatchDoc = _MatchDoc()
+    cordon: bool = True
+    taints: list[_TaintDoc] = []
+    labels: dict[str, str] = {}
+
+
+class _OptOutDoc(_Doc, frozen=True):
+    key: str = nodes.DEFAULT_OPT_OUT_LABEL
+    value: str = "false"
+
+
+class _QuarantineDoc(_Doc, frozen=True):
+    rule_sets: list[_RuleSetDoc] | msgspec.UnsetType = msgspec.UNSET
+    opt_out_label: _OptOutDoc = _OptOutDoc()
+
+
+class _BreakerDoc(_Doc, frozen=True):
+    enabled: bool = True
+    max_quarantined_percent: _Positive = 10.0
+    window_seconds: _Positive = 1800.0
+
+
+class _NamespaceDoc(_Doc, frozen=True):
+    match: _NonEmpty
+    mode: DrainMode = DrainMode.IMMEDIATE
+    timeout_seconds: _AtLeastZero = 600.0
+
+
+class _DrainDoc(_Doc, frozen=True):
+    default_mode: DrainMode = DrainMode.IMMEDIATE
+    namespaces: list[_NamespaceDoc] = []
+    system_namespaces: list[_NonEmpty] = msgspec.field(default_factory=lambda: list(DrainSettings.system_namespaces))
+    evictions_per_second: _Positive = 10.0
+    eviction_burst: Annotated[int, msgspec.Meta(ge=1)] = 20
+    backoff_seconds: _Positive = 1.0
+    max_backoff_seconds: _Positive = 30.0
+    poll_seconds: _Positive = 2.0
+    grace_period_seconds: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class _ProviderDoc(_Doc, frozen=True):
+    kind: ProviderKind = ProviderKind.NONE
+    command: list[_NonEmpty] = []
+    url: str = ""
+    token_file: str = ""
+    timeout_seconds: _Positive = 900.0
+
+
+class _RemediationDoc(_Doc, frozen=True):
+    provider: _ProviderDoc = _ProviderDoc()
+    actions: dict[str, str] | None = None
+    """Checked after decoding, so an unknown action or request lists the allowed ones."""
+
+
+class _CategoryDoc(_Doc, frozen=True):
+    name: _NonEmpty
+    scale: Scale | None = None
+
+
+class _CertificationDoc(_Doc, frozen=True):
+    categories: Annotated[list[str | _CategoryDoc], msgspec.Meta(min_length=1)] | msgspec.UnsetType = msgspec.UNSET
+    group_categories: list[_NonEmpty] = msgspec.field(
+        default_factory=lambda: list(CertificationSettings.group_categories)
+    )
+    group_peers: Annotated[int, msgspec.Meta(ge=0)] = CertificationSettings.group_peers
+    ranks_per_node: Annotated[int, msgspec.Meta(ge=1)] = CertificationSettings.ranks_per_node
+    run_timeout_seconds: _Positive = CertificationSettings.run_timeout_seconds
+    stall_timeout_seconds: _Positive = CertificationSettings.stall_timeout_seconds
+    max_running: Annotated[int, msgspec.Meta(ge=1)] = CertificationSettings.max_running
+    inject: dict[str, str] = {}
+    taint: _TaintDoc | None = None
+    image: str = ""
+    namespace: str = DEFAULT_RUN_NAMESPACE
+    interconnect: str = ""
+    thresholds: dict[str, str] = {}
+
+
+class _KernelLogDoc(_Doc, frozen=True):
+    node: str = ""
+    path: str = ""
+    journal: bool = False
+    driver_version: str = ""
+
+
+class _MonitorsDoc(_Doc, frozen=True):
+    kernel_logs: list[_KernelLogDoc] = []
+    start_at_end: bool = False
+    poll_interval_seconds: _Positive = 0.1
+    kube_objects: bool = True
+
+
+class _DeadLetterDoc(_Doc, frozen=True):
+    max_attempts: Annotated[int, msgspec.Meta(ge=1)] = 5
+
+
+class _AnalyzerDoc(_Doc, frozen=True):
+    rules: str = ""
+
+
+class PolicyDocument(_Doc, frozen=True):
+    """The SentinelPolicy file as written (docs/sentinel.md); `from_dict` turns it into a SentinelPolicy."""
+
+    api_version: str
+    kind: str
+    dry_run: bool = False
+    stages: _StagesDoc = _StagesDoc()
+    gpu_node_selector: dict[str, str] = msgspec.field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    quarantine: _QuarantineDoc = _QuarantineDoc()
+    breaker: _BreakerDoc = _BreakerDoc()
+    drain: _DrainDoc = _DrainDoc()
+    remediation: _RemediationDoc = _RemediationDoc()
+    certification: _CertificationDoc = _CertificationDoc()
+    monitors: _MonitorsDoc = _MonitorsDoc()
+    dead_letter: _DeadLetterDoc = _DeadLetterDoc()
+    analyzer: _AnalyzerDoc = _AnalyzerDoc()
 
 
 def from_dict(data: Mapping[str, Any], *, source: str) -> SentinelPolicy:
+    """The policy in `data` (camelCase; old snake_case keys are read and warned about once each)."""
     if not isinstance(data, Mapping):
         raise BadInputError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise BadInputError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
-    top = _Fields(data, source, _TOP)
-    analyzer = top.section("analyzer", ("rules",))
+    current, old_keys = schema.renamed(data, PolicyDocument)
+    for old, new in old_keys:
+        log.warning("%s: %s: old snake_case key, read as %s; rename it (keys are camelCase)", source, old, new)
+    doc = schema.decode(current, PolicyDocument, source=source)
     return SentinelPolicy(
         source=source,
-        dry_run=top.flag("dry_run", False),
-        stages=_stages(top.section("stages", [s.value for s in Stage])),
-        gpu_node_selector=top.string_map("gpu_node_selector", {"nvidia.com/gpu.present": "true"}),
-        quarantine=_quarantine(top.section("quarantine", ("rule_sets", "opt_out_label"))),
-        breaker=_breaker(top.section("breaker", ("enabled", "max_quarantined_percent", "window_seconds"))),
-        drain=_drain(
-            top.section(
-                "drain",
-                (
-                    "default_mode",
-                    "namespaces",
-                    "system_namespaces",
-                    "evictions_per_second",
-                    "eviction_burst",
-                    "backoff_seconds",
-                    "max_backoff_seconds",
-                    "poll_seconds",
-                    "grace_period_seconds",
-                ),
-            )
-        ),
-        remediation=_remediation(top.section("remediation", ("provider", "actions"))),
-        certification=_certification(
-            top.section(
-                "certification",
-                (
-                    "categories",
-                    "group_categories",
-                    "group_peers",
-                    "ranks_per_node",
-                    "run_timeout_seconds",
-                    "stall_timeout_seconds",
-                    "max_running",
-                    "inject",
-                    "taint",
-                    "image",
-                    "namespace",
-                    "interconnect",
-                    "thresholds",
-                ),
-            )
-        ),
-        monitors=_monitors(
-            top.section("monitors", ("kernel_logs", "start_at_end", "poll_interval_seconds", "kube_objects"))
-        ),
-        dead_letter=DeadLetterSettings(
-            max_attempts=top.section("dead_letter", ("max_attempts",)).integer("max_attempts", 5, minimum=1)
-        ),
-        analyzer_rules=analyzer.text("rules"),
+        dry_run=doc.dry_run,
+        stages={stage: _switch(stage, getattr(doc.stages, stage.value)) for stage in Stage},
+        gpu_node_selector=dict(doc.gpu_node_selector),
+        quarantine=_quarantine(doc.quarantine, source),
+        breaker=BreakerSettings(doc.breaker.enabled, doc.breaker.max_quarantined_percent, doc.breaker.window_seconds),
+        drain=_drain(doc.drain),
+        remediation=_remediation(doc.remediation, f"{source}.remediation"),
+        certification=_certification(doc.certification, f"{source}.certification"),
+        monitors=_monitors(doc.monitors, f"{source}.monitors"),
+        dead_letter=DeadLetterSettings(max_attempts=doc.dead_letter.max_attempts),
+        analyzer_rules=doc.analyzer.rules,
     )
 
 
-def _stages(section: _Fields) -> dict[Stage, StageSwitch]:
-    out = {}
-    for stage in Stage:
-        own = section.section(stage.value, ("enabled", "dry_run"))
-        out[stage] = StageSwitch(
-            enabled=own.flag("enabled", stage not in CLUSTER_CHANGING), dry_run=own.flag("dry_run", False)
-        )
-    return out
+def _switch(stage: Stage, doc: _SwitchDoc) -> StageSwitch:
+    enabled = doc.enabled if doc.enabled is not None else stage not in CLUSTER_CHANGING
+    return StageSwitch(enabled=enabled, dry_run=doc.dry_run)
 
 
-def _quarantine(section: _Fields) -> QuarantineSettings:
-    opt_out = section.section("opt_out_label", ("key", "value"))
-    label = (opt_out.text("key", nodes.DEFAULT_OPT_OUT_LABEL), opt_out.text("value", "false"))
-    if "rule_sets" not in section.raw:
-        shipped = () if section.where == f"{DEFAULT_PATH}.quarantine" else load().quarantine.rule_sets
+def _taint(doc: _TaintDoc) -> Taint:
+    return Taint(doc.key, doc.effect, doc.value)
+
+
+def _quarantine(doc: _QuarantineDoc, source: str) -> QuarantineSettings:
+    label = (doc.opt_out_label.key, doc.opt_out_label.value)
+    if isinstance(doc.rule_sets, msgspec.UnsetType):
+        shipped = () if source == str(DEFAULT_PATH) else load().quarantine.rule_sets
         return QuarantineSettings(rule_sets=shipped, opt_out_label=label)
-    raw_sets = section.raw["rule_sets"]
-    if not isinstance(raw_sets, list):
-        raise BadInputError(f"{section.at('rule_sets')}: expected a list of rule sets")
-    rule_sets = [_rule_set(item, f"{section.at('rule_sets')}[{i}]") for i, item in enumerate(raw_sets)]
+    where = f"{source}.quarantine.ruleSets"
+    rule_sets = [_rule_set(item, f"{where}[{i}]") for i, item in enumerate(doc.rule_sets)]
     names = [r.name for r in rule_sets]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
-        raise BadInputError(f"{section.at('rule_sets')}: rule set name {duplicate!r} is used twice")
+        raise BadInputError(f"{where}: rule set name {duplicate!r} is used twice")
     return QuarantineSettings(rule_sets=tuple(rule_sets), opt_out_label=label)
 
 
-def _rule_set(item: object, where: str) -> RuleSet:
-    own = _Fields(item, where, ("name", "match", "cordon", "taints", "labels"))
-    name = own.text("name")
-    if not name:
-        raise BadInputError(f"{own.at('name')}: expected a non-empty string")
-    match = own.section("match", ("all", "any"))
-    all_of = [_condition(src, f"{match.at('all')}[{i}]") for i, src in enumerate(match.texts("all"))]
-    any_of = [_condition(src, f"{match.at('any')}[{i}]") for i, src in enumerate(match.texts("any"))]
+def _rule_set(doc: _RuleSetDoc, where: str) -> RuleSet:
+    all_of = [_condition(src, f"{where}.match.all[{i}]") for i, src in enumerate(doc.match.all)]
+    any_of = [_condition(src, f"{where}.match.any[{i}]") for i, src in enumerate(doc.match.any)]
     if not all_of and not any_of:
-        raise BadInputError(f"{own.at('match')}: give at least one condition under all or any")
-    raw_taints = own.raw.get("taints", [])
-    if not isinstance(raw_taints, list):
-        raise BadInputError(f"{own.at('taints')}: expected a list of {{key, value, effect}}")
+        raise BadInputError(f"{where}.match: give at least one condition under all or any")
     return RuleSet(
-        name=name,
+        name=doc.name,
         match_all=tuple(all_of),
         match_any=tuple(any_of),
-        cordon=own.flag("cordon", True),
-        taints=tuple(Taint.from_dict(t, source=f"{own.at('taints')}[{i}]") for i, t in enumerate(raw_taints)),
-        labels=own.string_map("labels"),
+        cordon=doc.cordon,
+        taints=tuple(_taint(t) for t in doc.taints),
+        labels=dict(doc.labels),
     )
 
 
@@ -486,159 +515,96 @@ def _condition(source: str, where: str) -> cel.Program:
     return cel.compile_expression(source, RULE_VARIABLES, origin=where)
 
 
-def _breaker(section: _Fields) -> BreakerSettings:
-    return BreakerSettings(
-        enabled=section.flag("enabled", True),
-        max_quarantined_percent=section.number("max_quarantined_percent", 10.0, minimum=0.0, above=True),
-        window_seconds=section.number("window_seconds", 1800.0, minimum=0.0, above=True),
-    )
-
-
-def _drain(section: _Fields) -> DrainSettings:
-    raw = section.raw.get("namespaces", [])
-    if not isinstance(raw, list):
-        raise BadInputError(f"{section.at('namespaces')}: expected a list of {{match, mode, timeout_seconds}}")
-    modes = []
-    for index, item in enumerate(raw):
-        own = _Fields(item, f"{section.at('namespaces')}[{index}]", ("match", "mode", "timeout_seconds"))
-        pattern = own.text("match")
-        if not pattern:
-            raise BadInputError(f"{own.at('match')}: expected a namespace name or glob")
-        modes.append(
-            NamespaceMode(
-                pattern,
-                own.choice("mode", DrainMode, DrainMode.IMMEDIATE),
-                own.number("timeout_seconds", 600.0, minimum=0.0),
-            )
-        )
-    grace = section.raw.get("grace_period_seconds")
-    if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool) or grace < 0):
-        raise BadInputError(f"{section.at('grace_period_seconds')}: expected an integer of at least 0 or null")
-    defaults = DrainSettings()
+def _drain(doc: _DrainDoc) -> DrainSettings:
     return DrainSettings(
-        default_mode=section.choice("default_mode", DrainMode, DrainMode.IMMEDIATE),
-        namespaces=tuple(modes),
-        system_namespaces=section.texts("system_namespaces", defaults.system_namespaces),
-        evictions_per_second=section.number("evictions_per_second", 10.0, minimum=0.0, above=True),
-        eviction_burst=section.integer("eviction_burst", 20, minimum=1),
-        backoff_seconds=section.number("backoff_seconds", 1.0, minimum=0.0, above=True),
-        max_backoff_seconds=section.number("max_backoff_seconds", 30.0, minimum=0.0, above=True),
-        poll_seconds=section.number("poll_seconds", 2.0, minimum=0.0, above=True),
-        grace_period_seconds=grace,
+        default_mode=doc.default_mode,
+        namespaces=tuple(NamespaceMode(n.match, n.mode, n.timeout_seconds) for n in doc.namespaces),
+        system_namespaces=tuple(doc.system_namespaces),
+        evictions_per_second=doc.evictions_per_second,
+        eviction_burst=doc.eviction_burst,
+        backoff_seconds=doc.backoff_seconds,
+        max_backoff_seconds=doc.max_backoff_seconds,
+        poll_seconds=doc.poll_seconds,
+        grace_period_seconds=doc.grace_period_seconds,
     )
 
 
-def _remediation(section: _Fields) -> RemediationSettings:
-    own = section.section("provider", ("kind", "command", "url", "token_file", "timeout_seconds"))
-    provider = ProviderSettings(
-        kind=own.choice("kind", ProviderKind, ProviderKind.NONE),
-        command=own.texts("command"),
-        url=own.text("url"),
-        token_file=own.text("token_file"),
-        timeout_seconds=own.number("timeout_seconds", 900.0, minimum=0.0, above=True),
-    )
+def _remediation(doc: _RemediationDoc, where: str) -> RemediationSettings:
+    own = doc.provider
+    provider = ProviderSettings(own.kind, tuple(own.command), own.url, own.token_file, own.timeout_seconds)
     if provider.kind is ProviderKind.SCRIPT and not provider.command:
-        raise BadInputError(f"{own.at('command')}: the script provider needs an argument list")
+        raise BadInputError(f"{where}.provider.command: the script provider needs an argument list")
     if provider.kind is ProviderKind.WEBHOOK and not provider.url.startswith(("https://", "http://")):
-        raise BadInputError(f"{own.at('url')}: the webhook provider needs an http(s) URL")
+        raise BadInputError(f"{where}.provider.url: the webhook provider needs an http(s) URL")
     actions = dict(DEFAULT_ACTIONS)
-    raw = section.raw.get("actions")
-    if raw is not None:
-        if not isinstance(raw, Mapping):
-            raise BadInputError(f"{section.at('actions')}: expected a mapping of recommended action to request")
+    if doc.actions is not None:
         actions = {}
         names = [a.name for a in RecommendedAction]
         kinds = [k.value for k in RemediationKind]
-        for key, value in raw.items():
+        for key, value in doc.actions.items():
             if key not in names:
-                raise BadInputError(allowed_values_message(section.at("actions"), "action", key, names))
+                raise BadInputError(allowed_values_message(f"{where}.actions", "action", key, names))
             if value not in kinds:
-                raise BadInputError(allowed_values_message(f"{section.at('actions')}.{key}", "request", value, kinds))
+                raise BadInputError(allowed_values_message(f"{where}.actions.{key}", "request", value, kinds))
             actions[RecommendedAction[key]] = RemediationKind(value)
     return RemediationSettings(provider=provider, actions=actions)
 
 
-def _certification(section: _Fields) -> CertificationSettings:
+def _certification(doc: _CertificationDoc, where: str) -> CertificationSettings:
     from dsx.model import certify_catalog as certify_catalog
 
     defaults = CertificationSettings()
-    raw = section.raw.get("categories")
     categories = defaults.categories
-    if raw is not None:
-        if not isinstance(raw, list) or not raw:
-            raise BadInputError(f"{section.at('categories')}: expected a non-empty list of categories")
-        choices = []
-        for index, item in enumerate(raw):
-            where = f"{section.at('categories')}[{index}]"
-            if isinstance(item, str):
-                choices.append(CategoryChoice(item))
-                continue
-            own = _Fields(item, where, ("name", "scale"))
-            scale = own.raw.get("scale")
-            if scale is not None and scale not in [s.value for s in Scale]:
-                raise BadInputError(allowed_values_message(where, "scale", scale, [s.value for s in Scale]))
-            choices.append(CategoryChoice(own.text("name"), Scale(scale) if scale else None))
-        categories = tuple(choices)
-    group = section.texts("group_categories", defaults.group_categories)
+    if not isinstance(doc.categories, msgspec.UnsetType):
+        categories = tuple(
+            CategoryChoice(c) if isinstance(c, str) else CategoryChoice(c.name, c.scale) for c in doc.categories
+        )
     known = certify_catalog.names()
-    for name in [c.name for c in categories] + list(group):
+    for name in [c.name for c in categories] + list(doc.group_categories):
         if name not in known:
-            raise BadInputError(allowed_values_message(section.at("categories"), "category", name, known))
-    inject: dict[str, FaultKind] = {}
-    for node, kind in section.string_map("inject").items():
-        if kind not in [k.value for k in FaultKind]:
-            raise BadInputError(allowed_values_message(section.at("inject"), node, kind, [k.value for k in FaultKind]))
-        inject[node] = FaultKind(kind)
-    taint = defaults.taint
-    if "taint" in section.raw:
-        taint = Taint.from_dict(section.raw["taint"], source=section.at("taint"))
-    thresholds: dict[Metric, str] = {}
-    for metric, expression in section.string_map("thresholds").items():
-        if metric not in [m.value for m in Metric]:
-            raise BadInputError(
-                allowed_values_message(section.at("thresholds"), "metric", metric, [m.value for m in Metric])
-            )
-        cel.compile_expression(expression, ("value", "reference"), origin=f"{section.at('thresholds')}.{metric}")
-        thresholds[Metric(metric)] = expression
-    namespace = section.text("namespace", defaults.namespace)
-    if not _DNS_LABEL.match(namespace):
-        raise BadInputError(f"{section.at('namespace')}: {namespace!r} is not a namespace name (a DNS label)")
+            raise BadInputError(allowed_values_message(f"{where}.categories", "category", name, known))
+    faults = [k.value for k in FaultKind]
+    for node, kind in doc.inject.items():
+        if kind not in faults:
+            raise BadInputError(allowed_values_message(f"{where}.inject", node, kind, faults))
+    metrics = [m.value for m in Metric]
+    for metric, expression in doc.thresholds.items():
+        if metric not in metrics:
+            raise BadInputError(allowed_values_message(f"{where}.thresholds", "metric", metric, metrics))
+        cel.compile_expression(expression, ("value", "reference"), origin=f"{where}.thresholds.{metric}")
+    if not _DNS_LABEL.match(doc.namespace):
+        raise BadInputError(f"{where}.namespace: {doc.namespace!r} is not a namespace name (a DNS label)")
     return CertificationSettings(
         categories=categories,
-        group_categories=group,
-        group_peers=section.integer("group_peers", defaults.group_peers),
-        ranks_per_node=section.integer("ranks_per_node", defaults.ranks_per_node, minimum=1),
-        run_timeout_seconds=section.number("run_timeout_seconds", defaults.run_timeout_seconds, above=True),
-        stall_timeout_seconds=section.number("stall_timeout_seconds", defaults.stall_timeout_seconds, above=True),
-        max_running=section.integer("max_running", defaults.max_running, minimum=1),
-        inject=inject,
-        taint=taint,
-        image=section.text("image"),
-        namespace=namespace,
-        interconnect=section.text("interconnect"),
-        thresholds=thresholds,
+        group_categories=tuple(doc.group_categories),
+        group_peers=doc.group_peers,
+        ranks_per_node=doc.ranks_per_node,
+        run_timeout_seconds=doc.run_timeout_seconds,
+        stall_timeout_seconds=doc.stall_timeout_seconds,
+        max_running=doc.max_running,
+        inject={node: FaultKind(kind) for node, kind in doc.inject.items()},
+        taint=_taint(doc.taint) if doc.taint is not None else defaults.taint,
+        image=doc.image,
+        namespace=doc.namespace,
+        interconnect=doc.interconnect,
+        thresholds={Metric(m): e for m, e in doc.thresholds.items()},
     )
 
 
-def _monitors(section: _Fields) -> MonitorSettings:
-    raw = section.raw.get("kernel_logs", [])
-    if not isinstance(raw, list):
-        raise BadInputError(f"{section.at('kernel_logs')}: expected a list of {{node, path}} or {{node, journal}}")
+def _monitors(doc: _MonitorsDoc, where: str) -> MonitorSettings:
     sources = []
-    for index, item in enumerate(raw):
-        own = _Fields(item, f"{section.at('kernel_logs')}[{index}]", ("node", "path", "journal", "driver_version"))
-        node, path, journal = own.text("node"), own.text("path"), own.flag("journal", False)
-        driver_version = own.text("driver_version")
-        if driver_version:
-            xid.parse_driver_version(driver_version, "configuration", own.at("driver_version"))
-        if not node:
-            raise BadInputError(f"{own.at('node')}: expected the node name")
-        if bool(path) == journal:
-            raise BadInputError(f"{own.where}: give either path or journal: true")
-        sources.append(KernelLogSource(node, path, journal, driver_version))
+    for index, own in enumerate(doc.kernel_logs):
+        at = f"{where}.kernelLogs[{index}]"
+        if own.driver_version:
+            xid.parse_driver_version(own.driver_version, "configuration", f"{at}.driverVersion")
+        if not own.node:
+            raise BadInputError(f"{at}.node: expected the node name")
+        if bool(own.path) == own.journal:
+            raise BadInputError(f"{at}: give either path or journal: true")
+        sources.append(KernelLogSource(own.node, own.path, own.journal, own.driver_version))
     return MonitorSettings(
         kernel_logs=tuple(sources),
-        start_at_end=section.flag("start_at_end", False),
-        poll_interval_seconds=section.number("poll_interval_seconds", 0.1, above=True),
-        kube_objects=section.flag("kube_objects", True),
+        start_at_end=doc.start_at_end,
+        poll_interval_seconds=doc.poll_interval_seconds,
+        kube_objects=doc.kube_objects,
     )

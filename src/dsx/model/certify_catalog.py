@@ -1,8 +1,9 @@
 """Certification categories as data: load, validate and look up `dsx/catalog/certification/*.yaml`.
 
 A category names the workload (a collective or a training job), its default message-size
-sweep for clusters and for local CPU runs, and its thresholds. Loading compiles every CEL
-expression, so a broken catalog fails at load time with the file and field named.
+sweep for clusters and for local CPU runs, and its thresholds. The files are decoded by msgspec
+schemas (`dsx.model.schema`); loading compiles every CEL expression, so a broken catalog fails at
+load time with the file, the field and the allowed values named.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from dsx import catalog, cel, serialization
 from dsx.errors import CatalogError, NotFoundError, allowed_values_message
 from dsx.model import certification as model
+from dsx.model import schema
 
 KIND = "CertificationCategory"
 PLATFORM_KIND = "CertificationPlatform"
@@ -107,39 +111,117 @@ class Platform:
     source: str
 
 
+# -- the documents: msgspec schemas (dsx.model.schema names file, field path and allowed values);
+# what a schema cannot say (CEL that compiles, sizes like 16G, one field against another) follows.
+
+
+class _Spec(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A spec section: camelCase keys, unknown keys refused with the allowed ones listed."""
+
+
+class _Metadata(msgspec.Struct, frozen=True, kw_only=True):
+    name: str | None = None
+    description: str = ""
+
+
+class _RuleDoc(_Spec, frozen=True, kw_only=True):
+    metric: model.Metric
+    expression: str
+    source: Annotated[str, msgspec.Meta(min_length=1)]
+    accelerator: str = ""
+    interconnect: str = ""
+    scale: model.Scale | None = None
+
+
+class _SweepDoc(_Spec, frozen=True, kw_only=True):
+    min_bytes: int | str
+    max_bytes: int | str
+    step_factor: int = 2
+    iterations: int = 20
+    warmup_iterations: int = 5
+
+
+class _TrainingDoc(_Spec, frozen=True, kw_only=True):
+    steps: int = 0
+    warmup_steps: int = 0
+    log_interval: int = 1
+    hidden_size: int = 256
+    layers: int = 3
+    micro_batch_size: int = 16
+
+
+class _CategorySpec(_Spec, frozen=True, kw_only=True):
+    workload: model.WorkloadKind
+    scale: model.Scale
+    min_nodes: int = 2
+    thresholds: list[_RuleDoc] = []
+    local_thresholds: list[_RuleDoc] = []
+    collective: model.Collective | None = None
+    binary: str = ""
+    data_type: str = "float"
+    sweep: _SweepDoc | None = None
+    local_sweep: _SweepDoc | None = None
+    training: _TrainingDoc | None = None
+    local_training: _TrainingDoc | None = None
+
+
+class _CategoryDoc(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    api_version: str
+    kind: str
+    metadata: _Metadata
+    spec: _CategorySpec
+
+
+class _PlatformSpec(_Spec, frozen=True, kw_only=True):
+    interconnect: str | None = None
+    detect_resource: str = ""
+    request_all_of: list[str] = []
+    capabilities: list[str] = []
+    env: dict[str, str] = {}
+    source: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _PlatformDoc(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    kind: str
+    metadata: _Metadata
+    spec: _PlatformSpec
+
+
 def load_file(path: Path) -> Category:
     raw = serialization.load_mapping_file(str(path))
     where = path.name
     _expect(raw.get("apiVersion") == model.API_VERSION, where, f"apiVersion must be {model.API_VERSION}")
     _expect(raw.get("kind") == KIND, where, f"kind must be {KIND}")
-    metadata = _mapping(raw.get("metadata"), f"{where}: metadata")
-    spec = _mapping(raw.get("spec"), f"{where}: spec")
-    name = metadata.get("name")
-    _expect(isinstance(name, str) and name == path.stem, where, "metadata.name must equal the file name")
-    workload = _enum(model.WorkloadKind, spec.get("workload"), where, "spec.workload")
+    doc = schema.decode(raw, _CategoryDoc, source=where, separator=": ", error=CatalogError)
+    _expect(doc.metadata.name == path.stem, where, "metadata.name must equal the file name")
+    spec = doc.spec
     category = Category(
-        name=str(name),
-        description=str(metadata.get("description", "")),
-        workload=workload,
-        scale=_enum(model.Scale, spec.get("scale"), where, "spec.scale"),
-        min_nodes=_integer(spec, "minNodes", 2, f"{where}: spec"),
-        thresholds=tuple(_rules(spec.get("thresholds", []), f"{where}: spec.thresholds")),
-        local_thresholds=tuple(_rules(spec.get("localThresholds", []), f"{where}: spec.localThresholds")),
+        name=path.stem,
+        description=doc.metadata.description,
+        workload=spec.workload,
+        scale=spec.scale,
+        min_nodes=spec.min_nodes,
+        thresholds=tuple(_rules(spec.thresholds, f"{where}: spec.thresholds")),
+        local_thresholds=tuple(_rules(spec.local_thresholds, f"{where}: spec.localThresholds")),
         source=str(path),
     )
-    if workload is model.WorkloadKind.COLLECTIVE:
+    if spec.workload is model.WorkloadKind.COLLECTIVE:
+        if spec.collective is None:
+            raise CatalogError(
+                allowed_values_message(where, "spec.collective", None, [c.value for c in model.Collective])
+            )
         return _replace(
             category,
-            collective=_enum(model.Collective, spec.get("collective"), where, "spec.collective"),
-            binary=str(spec.get("binary", "")),
-            data_type=str(spec.get("dataType", "float")),
-            sweep=_sweep(spec.get("sweep"), f"{where}: spec.sweep"),
-            local_sweep=_sweep(spec.get("localSweep"), f"{where}: spec.localSweep"),
+            collective=spec.collective,
+            binary=spec.binary,
+            data_type=spec.data_type,
+            sweep=_sweep(spec.sweep, f"{where}: spec.sweep"),
+            local_sweep=_sweep(spec.local_sweep, f"{where}: spec.localSweep"),
         )
     return _replace(
         category,
-        training=_training(spec.get("training"), f"{where}: spec.training"),
-        local_training=_training(spec.get("localTraining"), f"{where}: spec.localTraining"),
+        training=_training(spec.training, f"{where}: spec.training"),
+        local_training=_training(spec.local_training, f"{where}: spec.localTraining"),
     )
 
 
@@ -161,21 +243,18 @@ def load_platform(path: Path) -> Platform:
     raw = serialization.load_mapping_file(str(path))
     where = f"platforms/{path.name}"
     _expect(raw.get("kind") == PLATFORM_KIND, where, f"kind must be {PLATFORM_KIND}")
-    metadata = _mapping(raw.get("metadata"), f"{where}: metadata")
-    spec = _mapping(raw.get("spec"), f"{where}: spec")
-    _expect(metadata.get("name") == path.stem, where, "metadata.name must equal the file name")
-    env = _mapping(spec.get("env", {}), f"{where}: spec.env")
-    _expect(all(isinstance(v, str) for v in env.values()), where, "spec.env values must be strings")
-    _expect(bool(spec.get("source")), where, "spec.source must say where the settings come from")
+    doc = schema.decode(raw, _PlatformDoc, source=where, separator=": ", error=CatalogError)
+    _expect(doc.metadata.name == path.stem, where, "metadata.name must equal the file name")
+    spec = doc.spec
     return Platform(
         name=path.stem,
-        description=str(metadata.get("description", "")),
-        interconnect=str(spec.get("interconnect", path.stem)).lower(),
-        detect_resource=str(spec.get("detectResource", "")),
-        request_all_of=tuple(str(r) for r in spec.get("requestAllOf", [])),
-        capabilities=tuple(str(c) for c in spec.get("capabilities", [])),
-        env=dict(sorted((str(k), str(v)) for k, v in env.items())),
-        source=str(spec["source"]),
+        description=doc.metadata.description,
+        interconnect=(spec.interconnect or path.stem).lower(),
+        detect_resource=spec.detect_resource,
+        request_all_of=tuple(spec.request_all_of),
+        capabilities=tuple(spec.capabilities),
+        env=dict(sorted(spec.env.items())),
+        source=spec.source,
     )
 
 
@@ -196,77 +275,51 @@ def _replace(category: Category, **changes: Any) -> Category:
     return replace(category, **changes)
 
 
-def _rules(raw: Any, where: str) -> list[ThresholdRule]:
-    if not isinstance(raw, list):
-        raise CatalogError(f"{where}: must be a list")
+def _rules(docs: list[_RuleDoc], where: str) -> list[ThresholdRule]:
     rules = []
-    for index, entry in enumerate(raw):
-        at = f"{where}[{index}]"
-        entry = _mapping(entry, at)
-        expression = entry.get("expression")
-        _expect(isinstance(expression, str), at, "expression must be a CEL string")
-        _expect(bool(entry.get("source")), at, "source must say where the figure comes from")
-        cel.compile_expression(str(expression), CEL_VARIABLES, origin=f"{at}.expression")
-        scale = entry.get("scale")
+    for index, entry in enumerate(docs):
+        cel.compile_expression(entry.expression, CEL_VARIABLES, origin=f"{where}[{index}].expression")
         rules.append(
             ThresholdRule(
-                metric=_enum(model.Metric, entry.get("metric"), at, "metric"),
-                expression=str(expression),
-                source=str(entry["source"]),
-                accelerator=str(entry.get("accelerator", "")).lower(),
-                interconnect=str(entry.get("interconnect", "")).lower(),
-                scale=None if scale is None else _enum(model.Scale, scale, at, "scale"),
+                metric=entry.metric,
+                expression=entry.expression,
+                source=entry.source,
+                accelerator=entry.accelerator.lower(),
+                interconnect=entry.interconnect.lower(),
+                scale=entry.scale,
             )
         )
     return rules
 
 
-def _sweep(raw: Any, where: str) -> Sweep:
-    entry = _mapping(raw, where)
+def _sweep(entry: _SweepDoc | None, where: str) -> Sweep:
+    if entry is None:
+        raise CatalogError(f"{where}: must be a mapping")
     sweep = Sweep(
-        min_bytes=model.parse_bytes(entry.get("minBytes"), f"{where}.minBytes"),
-        max_bytes=model.parse_bytes(entry.get("maxBytes"), f"{where}.maxBytes"),
-        step_factor=_integer(entry, "stepFactor", 2, where),
-        iterations=_integer(entry, "iterations", 20, where),
-        warmup_iterations=_integer(entry, "warmupIterations", 5, where),
+        min_bytes=model.parse_bytes(entry.min_bytes, f"{where}.minBytes"),
+        max_bytes=model.parse_bytes(entry.max_bytes, f"{where}.maxBytes"),
+        step_factor=entry.step_factor,
+        iterations=entry.iterations,
+        warmup_iterations=entry.warmup_iterations,
     )
     _expect(sweep.min_bytes <= sweep.max_bytes, where, "minBytes must not exceed maxBytes")
     _expect(sweep.step_factor >= 2 and sweep.iterations >= 1, where, "stepFactor ≥ 2 and iterations ≥ 1")
     return sweep
 
 
-def _training(raw: Any, where: str) -> TrainingShape:
-    entry = _mapping(raw, where)
+def _training(entry: _TrainingDoc | None, where: str) -> TrainingShape:
+    if entry is None:
+        raise CatalogError(f"{where}: must be a mapping")
     shape = TrainingShape(
-        steps=_integer(entry, "steps", 0, where),
-        warmup_steps=_integer(entry, "warmupSteps", 0, where),
-        log_interval=_integer(entry, "logInterval", 1, where),
-        hidden_size=_integer(entry, "hiddenSize", 256, where),
-        layers=_integer(entry, "layers", 3, where),
-        micro_batch_size=_integer(entry, "microBatchSize", 16, where),
+        steps=entry.steps,
+        warmup_steps=entry.warmup_steps,
+        log_interval=entry.log_interval,
+        hidden_size=entry.hidden_size,
+        layers=entry.layers,
+        micro_batch_size=entry.micro_batch_size,
     )
     _expect(shape.steps > shape.warmup_steps >= 0, where, "steps must exceed warmupSteps")
     return shape
-
-
-def _mapping(raw: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise CatalogError(f"{where}: must be a mapping")
-    return raw
-
-
-def _enum(kind: Any, value: Any, where: str, field: str) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        raise CatalogError(allowed_values_message(where, field, value, [k.value for k in kind])) from None
-
-
-def _integer(entry: Mapping[str, Any], key: str, default: int, where: str) -> int:
-    value = entry.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise CatalogError(f"{where}.{key}: expected an integer, got {value!r}")
-    return value
 
 
 def _expect(condition: bool, where: str, message: str) -> None:

@@ -18,15 +18,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+import msgspec
 
 from dsx import atomic, serialization, settings
 from dsx import catalog as catalog_data
-from dsx.errors import BadInputError, CatalogError, DsxError, allowed_values_message
+from dsx.errors import BadInputError, CatalogError, DsxError
 from dsx.model import bundle_layout as layout
 from dsx.model import constraints as constraint_model
 from dsx.model import criteria as criteria_model
-from dsx.model import health_asserts
+from dsx.model import health_asserts, schema
 from dsx.model.recipe import API_VERSION, ComponentRef, ComponentType
 
 OVERLAY_KIND = "Overlay"
@@ -34,24 +36,7 @@ COMPONENT_KIND = "Component"
 BASE = "base"
 # fields of a component an overlay may set; scalars replace when non-empty
 SCALAR_FIELDS = ("type", "chart", "source", "path", "namespace", "version")
-_PATCH_FIELDS = (
-    "name",
-    *SCALAR_FIELDS,
-    "values",
-    "dependencyRefs",
-    "healthCheckAsserts",
-    "manifests",
-    "enabled",
-    "ifIncluded",
-)
-_OVERLAY_SPEC_FIELDS = ("base", "criteria", "constraints", "componentRefs", "certification")
-_COMPONENT_SPEC_FIELDS = (
-    *SCALAR_FIELDS,
-    "values",
-    "dependencyRefs",
-    "healthCheckAsserts",
-    "manifestFiles",
-)
+T = TypeVar("T")
 _DIMENSION_RANK = {d: i for i, d in enumerate(criteria_model.DIMENSIONS)}
 # an exact release: 2-4 numeric parts, optional `v`, optional pre-release/build suffix
 _EXACT_VERSION = re.compile(r"^v?\d+(?:\.\d+){1,3}(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?(?:\+[0-9A-Za-z.-]+)?$")
@@ -246,9 +231,97 @@ def _yaml_files(folder: Path, recursive: bool) -> list[Path]:
     return files
 
 
-def _header(
-    doc: Mapping[str, Any], source: str, kind: str, spec_fields: tuple[str, ...]
-) -> tuple[str, Mapping[str, Any]]:
+# ---------------------------------------------------------------------------------------------
+# The documents: msgspec schemas (camelCase keys, as the files are written). `dsx.model.schema`
+# decodes them and names the file, the field path and the allowed values on a mismatch; what a
+# schema cannot say (names against file names, base chains, version pins, criteria values,
+# constraint and assert syntax) is checked after decoding.
+
+_NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _Spec(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A spec section: camelCase keys, unknown keys refused with the allowed ones listed."""
+
+
+class _Metadata(msgspec.Struct, frozen=True, kw_only=True):
+    name: str | None = None
+
+
+class _PatchDoc(_Spec, frozen=True, kw_only=True):
+    name: _NonEmpty
+    type: ComponentType | msgspec.UnsetType = msgspec.UNSET
+    chart: _NonEmpty | msgspec.UnsetType = msgspec.UNSET
+    source: _NonEmpty | msgspec.UnsetType = msgspec.UNSET
+    path: _NonEmpty | msgspec.UnsetType = msgspec.UNSET
+    namespace: _NonEmpty | msgspec.UnsetType = msgspec.UNSET
+    version: _NonEmpty | msgspec.UnsetType = msgspec.UNSET
+    values: dict[str, Any] | None = None
+    dependency_refs: list[str] | None = None
+    health_check_asserts: Any = msgspec.UNSET
+    """Parsed by dsx.model.health_asserts; present and null clears the component's asserts."""
+    manifests: dict[str, str] | None = None
+    enabled: bool | None = None
+    if_included: bool = False
+
+
+class _CategoryDoc(_Spec, frozen=True, kw_only=True):
+    name: _NonEmpty
+    thresholds: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
+    scale: Any = msgspec.UNSET
+
+
+class _CertificationDoc(_Spec, frozen=True, kw_only=True):
+    """The shape `dsx.model.certification.Certification.from_dict` reads, kept as data in the recipe.
+
+    `categories`: names, or `{name, thresholds: {metric: CEL}, scale}`; `thresholds`: global
+    `{metric: CEL}`; `accelerator` and `interconnect` pick the certify catalog's default floors.
+    """
+
+    categories: list[_NonEmpty | _CategoryDoc] | None = None
+    thresholds: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
+    accelerator: _NonEmpty | msgspec.UnsetType = msgspec.UNSET
+    interconnect: _NonEmpty | msgspec.UnsetType = msgspec.UNSET
+
+
+CERTIFICATION_FIELDS = tuple(f.encode_name for f in msgspec.structs.fields(_CertificationDoc))
+"""The certification keys an overlay may set, in the order a recipe writes them."""
+
+
+class _OverlaySpec(_Spec, frozen=True, kw_only=True):
+    base: str | None = None
+    criteria: dict[str, Any] | None = None
+    constraints: Any = None
+    """Parsed by dsx.model.constraints (the constraint syntax)."""
+    component_refs: list[_PatchDoc] | None = None
+    certification: _CertificationDoc | None = None
+
+
+class _ComponentSpec(_Spec, frozen=True, kw_only=True):
+    type: ComponentType
+    chart: str | None = None
+    source: str | None = None
+    path: str | None = None
+    namespace: _NonEmpty
+    version: _NonEmpty
+    values: dict[str, Any] | None = None
+    dependency_refs: list[str] | None = None
+    health_check_asserts: Any = None
+    manifest_files: list[str] | None = None
+
+
+class _OverlayDoc(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    metadata: _Metadata = _Metadata()
+    spec: _OverlaySpec | None = None
+
+
+class _ComponentDoc(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    metadata: _Metadata = _Metadata()
+    spec: _ComponentSpec
+
+
+def _decode(doc: Mapping[str, Any], source: str, kind: str, schema_type: type[T]) -> tuple[str, T]:
+    """The document as `schema_type`, after its apiVersion and kind; its metadata.name checked against the file."""
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != kind:
         raise CatalogError(f"{source}: expected apiVersion {API_VERSION} and kind {kind}")
     meta = doc.get("metadata")
@@ -258,48 +331,38 @@ def _header(
     stem = Path(source).name.removesuffix(".yaml")
     if stem != name:
         raise CatalogError(f"{source}: metadata.name {name!r} must equal the file name {stem!r}")
-    spec = doc.get("spec") or {}
-    if not isinstance(spec, Mapping):
-        raise CatalogError(f"{source}: spec must be a mapping")
-    for key in spec:
-        if key not in spec_fields:
-            raise CatalogError(allowed_values_message(source, "spec field", key, spec_fields))
-    return name, spec
+    return name, schema.decode(doc, schema_type, source=source, separator=": ", error=CatalogError)
 
 
 def _parse_overlay(doc: Mapping[str, Any], source: str) -> Overlay:
-    name, spec = _header(doc, source, OVERLAY_KIND, _OVERLAY_SPEC_FIELDS)
-    raw_criteria = spec.get("criteria") or {}
-    if not isinstance(raw_criteria, Mapping):
-        raise CatalogError(f"{source}: spec.criteria must be a mapping")
-    normalized = criteria_model.normalize_mapping(raw_criteria, source=f"{source}: spec.criteria")
+    name, decoded = _decode(doc, source, OVERLAY_KIND, _OverlayDoc)
+    spec = decoded.spec or _OverlaySpec()
+    normalized = criteria_model.normalize_mapping(spec.criteria or {}, source=f"{source}: spec.criteria")
     if criteria_model.NODES in normalized:
         raise CatalogError(f"{source}: spec.criteria: overlays cannot match on nodes")
     # `any` and absent mean the same on the overlay side: keep only the fields that constrain
     criteria = {d: normalized[d] for d in criteria_model.DIMENSIONS if normalized.get(d, criteria_model.ANY) != "any"}
-    base = spec.get("base")
+    base = spec.base
     if name == BASE:
         if base is not None or criteria:
             raise CatalogError(f"{source}: the base overlay has no base and no criteria")
     else:
-        if not isinstance(base, str) or not base:
+        if not base:
             raise CatalogError(f"{source}: spec.base is required (use 'base' for a top-level overlay)")
         if not criteria:
             raise CatalogError(f"{source}: spec.criteria must name at least one dimension")
         expected = criteria_model.Criteria(**criteria).name()
         if name != expected:
             raise CatalogError(f"{source}: an overlay for these criteria must be named {expected!r}")
-    constraints = constraint_model.parse_constraints(spec.get("constraints"), source=f"{source}: spec.constraints")
-    raw_refs = spec.get("componentRefs") or []
-    if not isinstance(raw_refs, list):
-        raise CatalogError(f"{source}: spec.componentRefs must be a list")
-    patches = tuple(_parse_patch(r, f"{source}: spec.componentRefs[{i}]") for i, r in enumerate(raw_refs))
+    constraints = constraint_model.parse_constraints(spec.constraints, source=f"{source}: spec.constraints")
+    refs = spec.component_refs or []
+    patches = tuple(_patch(r, f"{source}: spec.componentRefs[{i}]") for i, r in enumerate(refs))
     names = [p.name for p in patches]
     if len(set(names)) != len(names):
         raise CatalogError(f"{source}: spec.componentRefs names a component twice")
-    certification = spec.get("certification")
-    if certification is not None:
-        certification = _parse_certification(certification, f"{source}: spec.certification")
+    certification = None
+    if spec.certification is not None:
+        certification = _certification(spec.certification, f"{source}: spec.certification")
     return Overlay(
         name=name,
         base=base if name != BASE else None,
@@ -311,139 +374,89 @@ def _parse_overlay(doc: Mapping[str, Any], source: str) -> Overlay:
     )
 
 
-def _parse_patch(raw: object, source: str) -> ComponentPatch:
-    if not isinstance(raw, Mapping):
-        raise CatalogError(f"{source}: must be a mapping")
-    for key in raw:
-        if key not in _PATCH_FIELDS:
-            raise CatalogError(allowed_values_message(source, "componentRef field", key, _PATCH_FIELDS))
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise CatalogError(f"{source}: name is required")
-    where = f"{source} ({name})"
-    scalars = {}
-    for key in SCALAR_FIELDS:
-        if key in raw:
-            value = raw[key]
-            if not isinstance(value, str) or not value:
-                raise CatalogError(f"{where}: {key} must be a non-empty string")
-            scalars[key] = value
+def _patch(doc: _PatchDoc, source: str) -> ComponentPatch:
+    where = f"{source} ({doc.name})"
+    scalars = {key: str(getattr(doc, key)) for key in SCALAR_FIELDS if getattr(doc, key) is not msgspec.UNSET}
     if "version" in scalars and (problem := pin_problem(scalars["version"])):
         raise CatalogError(f"{where}: version {problem}")
-    if "type" in scalars and scalars["type"] not in {t.value for t in ComponentType}:
-        raise CatalogError(allowed_values_message(where, "type", scalars["type"], [t.value for t in ComponentType]))
-    values = raw.get("values")
-    if values is not None and not isinstance(values, Mapping):
-        raise CatalogError(f"{where}: values must be a mapping")
-    deps = raw.get("dependencyRefs")
-    if deps is not None and (not isinstance(deps, list) or not all(isinstance(d, str) for d in deps)):
-        raise CatalogError(f"{where}: dependencyRefs must be a list of component names")
-    manifests = raw.get("manifests")
-    if manifests is not None and (
-        not isinstance(manifests, Mapping) or not all(isinstance(v, str) for v in manifests.values())
-    ):
-        raise CatalogError(f"{where}: manifests must map file names to YAML text")
-    enabled = raw.get("enabled")
-    if enabled is not None and not isinstance(enabled, bool):
-        raise CatalogError(f"{where}: enabled must be true or false")
-    if_included = raw.get("ifIncluded", False)
-    if not isinstance(if_included, bool):
-        raise CatalogError(f"{where}: ifIncluded must be true or false")
     asserts = None
-    if "healthCheckAsserts" in raw:
-        asserts = health_asserts.parse_asserts(raw["healthCheckAsserts"], source=f"{where}: healthCheckAsserts")
+    if not isinstance(doc.health_check_asserts, msgspec.UnsetType):
+        asserts = health_asserts.parse_asserts(doc.health_check_asserts, source=f"{where}: healthCheckAsserts")
     return ComponentPatch(
-        name=name,
+        name=doc.name,
         scalars=scalars,
-        values=dict(values) if values is not None else None,
-        dependency_refs=tuple(deps) if deps is not None else None,
+        values=dict(doc.values) if doc.values is not None else None,
+        dependency_refs=tuple(doc.dependency_refs) if doc.dependency_refs is not None else None,
         health_check_asserts=asserts,
-        manifests=dict(manifests) if manifests is not None else None,
-        enabled=enabled,
-        if_included=if_included,
+        manifests=dict(doc.manifests) if doc.manifests is not None else None,
+        enabled=doc.enabled,
+        if_included=doc.if_included,
     )
 
 
-CERTIFICATION_FIELDS = ("categories", "thresholds", "accelerator", "interconnect")
-_CATEGORY_FIELDS = ("name", "thresholds", "scale")
-
-
-def _parse_certification(raw: object, source: str) -> dict[str, Any]:
-    """The shape `dsx.model.certification.Certification.from_dict` reads, kept as data here.
-
-    `categories`: names, or `{name, thresholds: {metric: CEL}, scale}`; `thresholds`: global
-    `{metric: CEL}`; `accelerator` and `interconnect` pick the certify catalog's default floors.
-    """
-    if not isinstance(raw, Mapping):
-        raise CatalogError(f"{source}: must be a mapping")
-    for key in raw:
-        if key not in CERTIFICATION_FIELDS:
-            raise CatalogError(allowed_values_message(source, "field", key, CERTIFICATION_FIELDS))
+def _certification(doc: _CertificationDoc, source: str) -> dict[str, Any]:
+    """The certification section as plain data, in the order the recipe writes it."""
     out: dict[str, Any] = {}
-    categories = raw.get("categories")
-    if categories is not None:
-        if not isinstance(categories, list):
-            raise CatalogError(f"{source}: categories must be a list")
-        out["categories"] = [_parse_category(c, f"{source}: categories[{i}]") for i, c in enumerate(categories)]
-    if "thresholds" in raw:
-        out["thresholds"] = _parse_thresholds(raw["thresholds"], f"{source}: thresholds")
+    if doc.categories is not None:
+        out["categories"] = [_category(c, f"{source}: categories[{i}]") for i, c in enumerate(doc.categories)]
+    if not isinstance(doc.thresholds, msgspec.UnsetType):
+        out["thresholds"] = _thresholds(doc.thresholds, f"{source}: thresholds")
     for key in ("accelerator", "interconnect"):
-        if key in raw:
-            if not isinstance(raw[key], str) or not raw[key]:
-                raise CatalogError(f"{source}: {key} must be a non-empty string")
-            out[key] = raw[key]
+        value = getattr(doc, key)
+        if not isinstance(value, msgspec.UnsetType):
+            out[key] = value
     return out
 
 
-def _parse_category(raw: object, source: str) -> str | dict[str, Any]:
-    if isinstance(raw, str) and raw:
-        return raw
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw["name"]:
-        raise CatalogError(f"{source}: expected a category name or a mapping with `name`")
-    for key in raw:
-        if key not in _CATEGORY_FIELDS:
-            raise CatalogError(allowed_values_message(source, "field", key, _CATEGORY_FIELDS))
-    entry: dict[str, Any] = {"name": raw["name"]}
-    if "thresholds" in raw:
-        entry["thresholds"] = _parse_thresholds(raw["thresholds"], f"{source}: thresholds")
-    if "scale" in raw:
-        entry["scale"] = raw["scale"]
+def _category(doc: str | _CategoryDoc, source: str) -> str | dict[str, Any]:
+    if isinstance(doc, str):
+        return doc
+    entry: dict[str, Any] = {"name": doc.name}
+    if not isinstance(doc.thresholds, msgspec.UnsetType):
+        entry["thresholds"] = _thresholds(doc.thresholds, f"{source}: thresholds")
+    if not isinstance(doc.scale, msgspec.UnsetType):
+        entry["scale"] = doc.scale
     return entry
 
 
-def _parse_thresholds(raw: object, source: str) -> dict[str, str]:
-    if not isinstance(raw, Mapping) or not all(
-        isinstance(m, str) and isinstance(e, str) and e.strip() for m, e in raw.items()
-    ):
+def _thresholds(raw: dict[str, str], source: str) -> dict[str, str]:
+    if not all(e.strip() for e in raw.values()):
         raise CatalogError(f"{source}: must map metric names to CEL expressions over `value`")
     return dict(raw)
 
 
 def _parse_component(doc: Mapping[str, Any], source: str, folder: Path) -> ComponentRef:
-    name, spec = _header(doc, source, COMPONENT_KIND, _COMPONENT_SPEC_FIELDS)
+    name, decoded = _decode(doc, source, COMPONENT_KIND, _ComponentDoc)
     if name in layout.RESERVED_COMPONENT_NAMES:
         raise CatalogError(layout.reserved_name_message(f"{source}: metadata.name {name!r}"))
-    manifest_files = spec.get("manifestFiles") or []
-    if not isinstance(manifest_files, list):
-        raise CatalogError(f"{source}: spec.manifestFiles must be a list of file names")
+    spec = decoded.spec
     manifests: dict[str, str] = {}
-    for file_name in manifest_files:
-        path = folder / name / str(file_name)
-        if not isinstance(file_name, str) or "/" in file_name or file_name.startswith("."):
+    for file_name in spec.manifest_files or []:
+        path = folder / name / file_name
+        if "/" in file_name or file_name.startswith("."):
             raise CatalogError(f"{source}: spec.manifestFiles: {file_name!r} must be a plain file name")
         try:
             manifests[file_name] = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise CatalogError(f"{source}: spec.manifestFiles: cannot read {path.name}: {exc.strerror}") from exc
-    raw = {k: v for k, v in spec.items() if k != "manifestFiles"}
-    raw["name"] = name
-    if manifests:
-        raw["manifests"] = manifests
-    ref = ComponentRef.from_dict(raw, source=source)
-    problem = pin_problem(ref.version)
+    problem = pin_problem(spec.version)
     if problem:
         raise CatalogError(f"{source}: spec.version {problem}")
-    return ref
+    return ComponentRef(
+        name=name,
+        type=spec.type,
+        namespace=spec.namespace,
+        version=spec.version,
+        chart=spec.chart or "",
+        source=spec.source or "",
+        path=spec.path or "",
+        values=dict(spec.values or {}),
+        dependency_refs=tuple(spec.dependency_refs or ()),
+        health_check_asserts=health_asserts.parse_asserts(
+            spec.health_check_asserts, source=f"{source}: {name}: healthCheckAsserts"
+        ),
+        manifests=manifests,
+    )
 
 
 def _assemble(overlays: list[Overlay], components: dict[str, ComponentRef], root: Path) -> Catalog:

@@ -69,9 +69,9 @@ def run_failover(
         folder,
         {
             "stages": {s: {"enabled": True} for s in ("quarantine", "drain", "remediation", "recertify")},
-            "breaker": {"max_quarantined_percent": 50},
+            "breaker": {"maxQuarantinedPercent": 50},
             "quarantine": {
-                "rule_sets": [
+                "ruleSets": [
                     {
                         "name": "fatal-gpu-fault",
                         "match": {"all": ["event.is_fatal", f"node.metadata.name == '{node}'"]},
@@ -81,8 +81,8 @@ def run_failover(
                     }
                 ]
             },
-            "certification": {"categories": ["nccl-loopback"], "ranks_per_node": 2, "stall_timeout_seconds": 60},
-            "monitors": {"start_at_end": True},
+            "certification": {"categories": ["nccl-loopback"], "ranksPerNode": 2, "stallTimeoutSeconds": 60},
+            "monitors": {"startAtEnd": True},
         },
     )
     lease_name = f"dsx-sentinel-{uuid.uuid4().hex[:8]}"

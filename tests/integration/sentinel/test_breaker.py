@@ -66,9 +66,9 @@ def test_the_breaker_stops_at_its_threshold_is_visible_and_resets(
         tmp_path,
         {
             "stages": {"quarantine": {"enabled": True}},
-            "gpu_node_selector": {"dsx-test/fleet": label},
-            "breaker": {"max_quarantined_percent": 20, "window_seconds": 600},
-            "monitors": {"kube_objects": False},
+            "gpuNodeSelector": {"dsx-test/fleet": label},
+            "breaker": {"maxQuarantinedPercent": 20, "windowSeconds": 600},
+            "monitors": {"kubeObjects": False},
         },
     )
     store_url = f"sqlite:///{tmp_path / 'events.db'}"

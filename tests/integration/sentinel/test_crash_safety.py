@@ -99,9 +99,9 @@ def test_kill_9_mid_burst_loses_nothing_and_does_nothing_twice(
         tmp_path,
         {
             "stages": {s: {"enabled": True} for s in ("quarantine", "drain", "remediation")},
-            "gpu_node_selector": {"dsx-test/fleet": label},
+            "gpuNodeSelector": {"dsx-test/fleet": label},
             "breaker": {"enabled": False},
-            "drain": {"poll_seconds": 0.3, "grace_period_seconds": 0},
+            "drain": {"pollSeconds": 0.3, "gracePeriodSeconds": 0},
             "remediation": {
                 "provider": {
                     "kind": "script",
@@ -109,9 +109,9 @@ def test_kill_9_mid_burst_loses_nothing_and_does_nothing_twice(
                 }
             },
             "monitors": {
-                "kube_objects": False,
-                "poll_interval_seconds": 0.05,
-                "kernel_logs": [{"node": n, "path": str(p)} for n, p in logs.items()],
+                "kubeObjects": False,
+                "pollIntervalSeconds": 0.05,
+                "kernelLogs": [{"node": n, "path": str(p)} for n, p in logs.items()],
             },
         },
     )

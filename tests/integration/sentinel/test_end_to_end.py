@@ -90,9 +90,9 @@ def test_xid79_to_recertified_release_and_a_failed_recertification_kept_out(
         tmp_path,
         {
             "stages": {s: {"enabled": True} for s in ("quarantine", "drain", "remediation", "recertify")},
-            "breaker": {"max_quarantined_percent": 50},
+            "breaker": {"maxQuarantinedPercent": 50},
             "quarantine": {
-                "rule_sets": [
+                "ruleSets": [
                     {
                         "name": "fatal-gpu-fault",
                         "match": {"all": ["event.is_fatal", f"node.metadata.name in ['{healed}', '{failing}']"]},
@@ -102,14 +102,14 @@ def test_xid79_to_recertified_release_and_a_failed_recertification_kept_out(
                     }
                 ]
             },
-            "drain": {"poll_seconds": 0.5, "backoff_seconds": 0.5, "max_backoff_seconds": 2},
+            "drain": {"pollSeconds": 0.5, "backoffSeconds": 0.5, "maxBackoffSeconds": 2},
             "certification": {
                 "categories": ["nccl-loopback", {"name": "training", "scale": "intra-node"}],
-                "ranks_per_node": 2,
+                "ranksPerNode": 2,
                 "inject": {failing: "crash"},
-                "stall_timeout_seconds": 60,
+                "stallTimeoutSeconds": 60,
             },
-            "monitors": {"start_at_end": True},
+            "monitors": {"startAtEnd": True},
         },
     )
     store_url = f"sqlite:///{tmp_path / 'events.db'}"

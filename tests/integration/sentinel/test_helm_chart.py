@@ -89,7 +89,7 @@ def test_the_chart_lints_strictly(helm_binary: Path, tmp_path: Path) -> None:
         "--set",
         "enabledStages={quarantine,drain}",
         "--set",
-        "policy.breaker.max_quarantined_percent=5",
+        "policy.breaker.maxQuarantinedPercent=5",
     )
     assert "0 chart(s) failed" in out
 
@@ -139,7 +139,7 @@ def test_values_change_what_is_rendered(helm_binary: Path, tmp_path: Path) -> No
         "--set",
         "store.url=postgresql://dsx@db:5432/dsx",
         "--set",
-        "policy.breaker.max_quarantined_percent=5",
+        "policy.breaker.maxQuarantinedPercent=5",
         "--set",
         "monitor.enabled=false",
     )
@@ -150,7 +150,7 @@ def test_values_change_what_is_rendered(helm_binary: Path, tmp_path: Path) -> No
     assert {"--log-level=debug", "--enable=quarantine,drain"} <= set(args)
     assert found[("Secret", "dsx-sentinel-store")]["stringData"] == {"url": "postgresql://dsx@db:5432/dsx"}
     merged = serialization.parse_yaml(found[("ConfigMap", "dsx-sentinel-policy")]["data"]["policy.yaml"], source="x")
-    assert merged["breaker"]["max_quarantined_percent"] == 5 and merged["quarantine"]["rule_sets"]
+    assert merged["breaker"]["maxQuarantinedPercent"] == 5 and merged["quarantine"]["ruleSets"]
     assert ("DaemonSet", "dsx-sentinel-monitor") not in found
     failed = subprocess.run(
         [str(helm_binary), "template", "x", str(CHART), "--set", "leaderElection.enabled=false"],
@@ -253,9 +253,9 @@ def test_the_sentinel_runs_in_cluster_with_the_charts_service_account(
         tmp_path,
         {
             "stages": {"quarantine": {"enabled": True}},
-            "breaker": {"max_quarantined_percent": 50},
+            "breaker": {"maxQuarantinedPercent": 50},
             "quarantine": {
-                "rule_sets": [
+                "ruleSets": [
                     {
                         "name": "fatal-gpu-fault",
                         "match": {"all": ["event.is_fatal", f"node.metadata.name == '{node}'"]},
@@ -267,8 +267,8 @@ def test_the_sentinel_runs_in_cluster_with_the_charts_service_account(
             },
             "certification": {"namespace": release.runs},
             "monitors": {
-                "kernel_logs": [{"node": node, "path": str(sim_cluster.kernel_log(node))}],
-                "start_at_end": True,
+                "kernelLogs": [{"node": node, "path": str(sim_cluster.kernel_log(node))}],
+                "startAtEnd": True,
             },
         },
     )

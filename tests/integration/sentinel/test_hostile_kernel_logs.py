@@ -86,16 +86,16 @@ def test_flooded_kernel_logs_do_not_delay_another_nodes_fault(
         tmp_path,
         {
             "stages": {"quarantine": {"enabled": True}},
-            "breaker": {"max_quarantined_percent": 50},
+            "breaker": {"maxQuarantinedPercent": 50},
             "quarantine": {
-                "rule_sets": [
+                "ruleSets": [
                     {
                         "name": "fatal-gpu-fault",
                         "match": {"all": ["event.is_fatal", f"node.metadata.name == '{faulty}'"]},
                     }
                 ]
             },
-            "monitors": {"start_at_end": True},
+            "monitors": {"startAtEnd": True},
         },
     )
     sentinel = SentinelProcess(tmp_path, policy, f"sqlite:///{tmp_path / 'events.db'}", "--sim", sim_cluster.name)

@@ -123,18 +123,18 @@ def test_recertification_runs_in_a_pod_bound_to_the_node_before_it_is_uncordoned
     policy = policy_file(
         tmp_path,
         {
-            "breaker": {"max_quarantined_percent": 50},
-            "remediation": {"provider": {"kind": "sim", "timeout_seconds": 120}},
+            "breaker": {"maxQuarantinedPercent": 50},
+            "remediation": {"provider": {"kind": "sim", "timeoutSeconds": 120}},
             "certification": {
                 "categories": ["nccl-loopback"],
                 "image": IMAGE,
                 "namespace": sim_namespace,
                 "thresholds": {"busBandwidthGBps": "value >= 300.0"},  # the seeded H100 table: 316 GB/s
-                "run_timeout_seconds": 60,
+                "runTimeoutSeconds": 60,
             },
             "monitors": {
-                "kernel_logs": [{"node": n, "path": str(sim_cluster.kernel_log(n))} for n in (passing, failing)],
-                "start_at_end": True,
+                "kernelLogs": [{"node": n, "path": str(sim_cluster.kernel_log(n))} for n in (passing, failing)],
+                "startAtEnd": True,
             },
         },
     )

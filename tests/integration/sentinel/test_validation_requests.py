@@ -56,15 +56,15 @@ def test_a_joining_node_is_held_until_certified_and_queued_requests_run(
         tmp_path,
         {
             "stages": {"validation": {"enabled": True}},
-            "gpu_node_selector": {"dsx-test/fleet": label},
+            "gpuNodeSelector": {"dsx-test/fleet": label},
             "certification": {
                 "categories": ["nccl-loopback"],
-                "group_categories": ["nccl-all-reduce"],
-                "group_peers": 1,
-                "ranks_per_node": 1,
-                "max_running": 1,
+                "groupCategories": ["nccl-all-reduce"],
+                "groupPeers": 1,
+                "ranksPerNode": 1,
+                "maxRunning": 1,
             },
-            "monitors": {"kube_objects": False},
+            "monitors": {"kubeObjects": False},
         },
     )
     store_url = f"sqlite:///{tmp_path / 'events.db'}"

@@ -118,3 +118,31 @@ def test_platforms_are_sourced_and_one_is_the_fallback() -> None:
     for platform in platforms.values():
         assert platform.source
         assert set(platform.request_all_of) <= ({platform.detect_resource} - {""})
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "scale: intra-group",
+            "scale: cluster-wide",
+            "nccl-all-reduce.yaml: spec: scale: 'cluster-wide' is not allowed",
+        ),
+        ("minNodes: 2", "minNodes: two", "nccl-all-reduce.yaml: spec.minNodes: expected an integer, got 'two'"),
+        (
+            "minNodes: 2",
+            "minNode: 2",
+            "spec: field: 'minNode' is not allowed; allowed values: workload, scale, minNodes",
+        ),
+        ("- metric: busBandwidthGBps", "- metric: speed", r"spec.thresholds\[0\]: metric: 'speed' is not allowed"),
+    ],
+)
+def test_a_category_file_error_names_the_field_and_the_allowed_values(  # type: ignore[no-untyped-def]
+    tmp_path, old: str, new: str, message: str
+) -> None:
+    text = catalog.catalog.path("certification", "nccl-all-reduce.yaml").read_text()
+    assert old in text
+    broken = tmp_path / "nccl-all-reduce.yaml"
+    broken.write_text(text.replace(old, new, 1))
+    with pytest.raises(CatalogError, match=message):
+        catalog.load_file(broken)

@@ -450,13 +450,13 @@ def test_a_policys_kernel_log_source_takes_a_driver_version() -> None:
     from dsx.health import policy
 
     def read(source: dict[str, object]) -> policy.SentinelPolicy:
-        data = {"apiVersion": policy.API_VERSION, "kind": policy.KIND, "monitors": {"kernel_logs": [source]}}
+        data = {"apiVersion": policy.API_VERSION, "kind": policy.KIND, "monitors": {"kernelLogs": [source]}}
         return policy.from_dict(data, source="sentinel.yaml")
 
-    loaded = read({"node": "n3", "journal": True, "driver_version": "575.57.08"})
+    loaded = read({"node": "n3", "journal": True, "driverVersion": "575.57.08"})
     assert loaded.monitors.kernel_logs[0].driver_version == "575.57.08"
-    with pytest.raises(BadInputError, match=r"sentinel.yaml.monitors.kernel_logs\[0\].driver_version: driver version"):
-        read({"node": "n3", "journal": True, "driver_version": "latest"})
+    with pytest.raises(BadInputError, match=r"sentinel.yaml.monitors.kernelLogs\[0\].driverVersion: driver version"):
+        read({"node": "n3", "journal": True, "driverVersion": "latest"})
 
 
 def test_a_message_split_across_a_restart_is_joined_and_the_banner_remembered(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def rules(text: str) -> QuarantineSettings:
     document = {
         "apiVersion": policy.API_VERSION,
         "kind": policy.KIND,
-        "quarantine": {"rule_sets": __import__("yaml").safe_load(text)},
+        "quarantine": {"ruleSets": __import__("yaml").safe_load(text)},
     }
     return policy.from_dict(document, source="test.yaml").quarantine
 
@@ -220,9 +220,9 @@ def test_recovery_of_every_faulty_entity_moves_the_node_to_recertification(store
 
 
 def test_a_bad_rule_is_refused_naming_the_file_and_field() -> None:
-    with pytest.raises(BadInputError, match=r"test.yaml.quarantine.rule_sets\[0\].match.all\[0\]: invalid CEL"):
+    with pytest.raises(BadInputError, match=r"test.yaml.quarantine.ruleSets\[0\].match.all\[0\]: invalid CEL"):
         rules("[{name: x, match: {all: ['event.is_fatal &&']}}]")
-    with pytest.raises(BadInputError, match=r"rule_sets\[0\].taints\[0\]: .*effect"):
+    with pytest.raises(BadInputError, match=r"ruleSets\[0\].taints\[0\]: .*effect"):
         rules("[{name: x, match: {all: ['true']}, taints: [{key: k, effect: Sometimes}]}]")
     with pytest.raises(BadInputError, match="give at least one condition"):
         rules("[{name: x, match: {}}]")

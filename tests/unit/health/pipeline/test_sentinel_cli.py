@@ -77,7 +77,7 @@ def test_breaker_reset_closes_it(capsys, store_url) -> None:
 def test_replay_prints_what_a_policy_would_do(capsys, store_url, tmp_path: Path) -> None:
     candidate = tmp_path / "candidate.yaml"
     candidate.write_text(
-        "apiVersion: dsx.health/v1alpha1\nkind: SentinelPolicy\nbreaker: {max_quarantined_percent: 100}\n"
+        "apiVersion: dsx.health/v1alpha1\nkind: SentinelPolicy\nbreaker: {maxQuarantinedPercent: 100}\n"
         "remediation: {provider: {kind: script, command: [/bin/true]}}\n"
     )
     code, out, _ = dsx(
@@ -168,7 +168,7 @@ def test_status_lists_dead_letters_and_retry_offers_them_again(capsys, store_url
     assert code == 0
     assert "dead letters" in out and "ValueError: bad reason" in out
     code, out, _ = dsx(capsys, "sentinel", "status", "--store", store_url, "--format", "json")
-    assert [(d["stage"], d["sequence"], d["attempts"]) for d in json.loads(out)["dead_letters"]] == [("drain", 2, 5)]
+    assert [(d["stage"], d["sequence"], d["attempts"]) for d in json.loads(out)["deadLetters"]] == [("drain", 2, 5)]
 
     code, _, err = dsx(capsys, "sentinel", "retry", "--store", store_url, "--stage", "quarantine")
     assert code == 3 and "no dead letter with stage quarantine" in err

@@ -98,7 +98,7 @@ def test_posted_events_are_stored_once_and_counted(server) -> None:
     assert store.last_sequence() == 2
     assert b'dsx_sentinel_events_ingested_total{source="http"} 2.0' in metrics.exposition()
     status, answer = call(f"{base}/v1/status")
-    assert status == 200 and json.loads(answer)["last_sequence"] == 2
+    assert status == 200 and json.loads(answer)["lastSequence"] == 2
 
 
 def test_bad_and_oversized_posts_are_refused_with_one_line_errors(server) -> None:

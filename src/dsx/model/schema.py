@@ -1,0 +1,230 @@
+"""Documents decoded by schema: msgspec Structs in, dsx errors out.
+
+Why one module: every document kind (catalog overlays and components, the SentinelPolicy, API
+request bodies) is a tree of msgspec Structs, and its errors must read like the rest of dsx —
+file, field path, what was expected, the allowed values of an enum or of a mapping's fields —
+not `Expected int, got str - at $.spec.x`. `decode` converts YAML- or JSON-loaded data with
+msgspec and translates its one error into a `BadInputError` (or the class the caller names);
+checks a schema cannot say (one field against another, CEL that compiles) stay with the caller.
+
+`renamed` reads documents written before the camelCase convention: a snake_case key whose
+camelCase form is a field is renamed and reported once, so the caller can warn.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+
+from dsx.errors import BadInputError, allowed_values_message
+
+if TYPE_CHECKING:
+    from msgspec import inspect as mi  # imported where used: only errors and old spellings need it
+
+T = TypeVar("T")
+
+_MESSAGE = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[([^\]]*)\]")
+_NAMES = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "null",
+}
+
+
+def camel(name: str) -> str:
+    """`max_quarantined_percent` → `maxQuarantinedPercent` (msgspec's rename='camel')."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def decode(
+    data: object,
+    kind: type[T],
+    *,
+    source: str,
+    separator: str = ".",
+    error: type[BadInputError] = BadInputError,
+    strict: bool = True,
+) -> T:
+    """`data` as `kind`; any mismatch raises `error` naming `source`, the field path and what is allowed.
+
+    Paths read `source.spec.componentRefs[0].name` (or `source: spec…` with separator ": ").
+    Floats must be finite: NaN and infinity are refused by name. `strict=False` reads numbers and
+    booleans from strings (URL query parameters).
+    """
+    try:
+        value = msgspec.convert(data, kind, strict=strict)
+    except msgspec.ValidationError as exc:
+        raise error(_translate(str(exc), data, kind, source, separator)) from None
+    for path, number in _floats(value, ""):
+        if not math.isfinite(number):
+            raise error(f"{_where(source, separator, path)}: expected a finite number, got {number!r}")
+    return value
+
+
+def renamed(data: object, kind: type[Any]) -> tuple[object, list[tuple[str, str]]]:
+    """`data` with old snake_case keys of `kind`'s Structs renamed; the (old path, new key) pairs.
+
+    Only keys at Struct positions are renamed (a label map keeps its keys). A key given in both
+    spellings keeps both, so `decode` refuses the old one as an unknown field. A null where a
+    Struct with defaults is expected becomes absent, as an empty YAML section means "defaults".
+    """
+    from msgspec import inspect as mi
+
+    found: list[tuple[str, str]] = []
+    return _rename(data, mi.type_info(kind), "", found), found
+
+
+def _rename(data: object, info: mi.Type, path: str, found: list[tuple[str, str]]) -> object:
+    from msgspec import inspect as mi
+
+    info = _unwrap(info, data)
+    if isinstance(info, mi.StructType) and isinstance(data, Mapping):
+        fields = {f.encode_name: f for f in info.fields}
+        out: dict[Any, Any] = {}
+        for key, value in data.items():
+            name = key
+            if isinstance(key, str) and key not in fields and camel(key) in fields and camel(key) not in data:
+                name = camel(key)
+                found.append((f"{path}.{key}".lstrip("."), name))
+            field = fields.get(name) if isinstance(name, str) else None
+            if field is None:
+                out[name] = value
+                continue
+            if value is None and not field.required and not _allows_null(field.type):
+                continue
+            out[name] = _rename(value, field.type, f"{path}.{key}", found)
+        return out
+    if isinstance(info, mi.ListType | mi.VarTupleType) and isinstance(data, list):
+        return [_rename(item, info.item_type, f"{path}[{i}]", found) for i, item in enumerate(data)]
+    if isinstance(info, mi.DictType) and isinstance(data, Mapping):
+        return {k: _rename(v, info.value_type, f"{path}.{k}", found) for k, v in data.items()}
+    return data
+
+
+def _unwrap(info: mi.Type, data: object) -> mi.Type:
+    """The member of a union that fits `data` best (a Struct for a mapping, a list for a list)."""
+    from msgspec import inspect as mi
+
+    if isinstance(info, mi.Metadata):
+        return _unwrap(info.type, data)
+    if isinstance(info, mi.UnionType):
+        for member in info.types:
+            member = _unwrap(member, data)
+            if isinstance(data, Mapping) and isinstance(member, mi.StructType | mi.DictType):
+                return member
+            if isinstance(data, list) and isinstance(member, mi.ListType | mi.VarTupleType):
+                return member
+            if isinstance(data, str) and isinstance(member, mi.EnumType | mi.LiteralType):
+                return member
+    return info
+
+
+def _allows_null(info: mi.Type) -> bool:
+    from msgspec import inspect as mi
+
+    if isinstance(info, mi.Metadata):
+        return _allows_null(info.type)
+    if isinstance(info, mi.UnionType):
+        return any(_allows_null(t) for t in info.types)
+    return isinstance(info, mi.NoneType | mi.AnyType)
+
+
+def _where(source: str, separator: str, path: str) -> str:
+    return f"{source}{separator}{path.lstrip('.')}" if path else source
+
+
+def _steps(path: str) -> Iterator[str | int]:
+    for match in _STEP.finditer(path):
+        key, index, other = match.groups()
+        yield key if key is not None else int(index) if index is not None else other
+
+
+def _locate(data: object, info: mi.Type, path: str) -> tuple[object, mi.Type]:
+    """The value and the schema type at `path` ($ stripped) of `data`; missing values are msgspec.UNSET."""
+    from msgspec import inspect as mi
+
+    value: object = data
+    for step in _steps(path):
+        info = _unwrap(info, value)
+        if isinstance(info, mi.StructType):
+            info = next((f.type for f in info.fields if f.encode_name == step), mi.AnyType())
+        elif isinstance(info, mi.ListType | mi.VarTupleType):
+            info = info.item_type
+        elif isinstance(info, mi.DictType):
+            info = info.value_type
+        else:
+            info = mi.AnyType()
+        if isinstance(value, Mapping):
+            value = value.get(step, msgspec.UNSET)
+        elif isinstance(value, list) and isinstance(step, int) and step < len(value):
+            value = value[step]
+        else:
+            value = msgspec.UNSET
+    return value, _unwrap(info, value)
+
+
+def _translate(message: str, data: object, kind: type[Any], source: str, separator: str) -> str:
+    from msgspec import inspect as mi
+
+    match = _MESSAGE.match(message)
+    what, path = (match.group("what"), match.group("path") or "") if match else (message, "")
+    value, info = _locate(data, mi.type_info(kind), path)
+    where = _where(source, separator, path)
+    if unknown := re.match(r"Object contains unknown field `(.*)`", what):
+        allowed = [f.encode_name for f in info.fields] if isinstance(info, mi.StructType) else []
+        return allowed_values_message(where, "field", unknown.group(1), allowed)
+    if missing := re.match(r"Object missing required field `(.*)`", what):
+        return f"{_where(source, separator, f'{path}.{missing.group(1)}')}: required"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where}: expected a finite number, got {value!r}"
+    if isinstance(info, mi.EnumType | mi.LiteralType) and what.startswith(("Invalid enum value", "Expected `str`")):
+        choices: list[object] = [m.value for m in info.cls] if isinstance(info, mi.EnumType) else [*info.values]
+        head, dot, field = path.rpartition(".")
+        if not dot or field.endswith("]"):
+            return allowed_values_message(where, "value", value, choices)
+        return allowed_values_message(_where(source, separator, head), field, value, choices)
+    if expected := re.match(r"Expected `([^`]*)`, got `([^`]*)`", what):
+        wanted = " or ".join(_NAMES.get(t.strip(), t.strip()) for t in expected.group(1).split("|"))
+        return f"{where}: expected {wanted}, got {_shown(value)}"
+    if bound := re.match(r"Expected `([^`]*)` (.*)$", what):
+        noun = _NAMES.get(bound.group(1), bound.group(1))
+        return f"{where}: {_shown(value)} is out of range; allowed: {noun} {_bound_words(bound.group(2))}"
+    return f"{where}: {what[:1].lower()}{what[1:]}"
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """The offending value for a one-line message: its repr, cut short (a request body may be large)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def _bound_words(text: str) -> str:
+    """`>= 1` → `at least 1`, `of length <= 8` → `of length at most 8`."""
+    words = {">=": "at least", ">": "above", "<=": "at most", "<": "below"}
+    text = re.sub(r"(>=|<=|>|<) ?", lambda m: words[m.group(1)] + " ", text)
+    return re.sub(r"(\d)\.0\b", r"\1", text)
+
+
+def _floats(value: object, path: str) -> Iterator[tuple[str, float]]:
+    """Every float inside a decoded value, with its path (for the finite-number rule)."""
+    if isinstance(value, float):
+        yield path, value
+    elif isinstance(value, msgspec.Struct):
+        for name, encoded in zip(value.__struct_fields__, value.__struct_encode_fields__, strict=True):
+            yield from _floats(getattr(value, name), f"{path}.{encoded}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _floats(item, f"{path}[{index}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _floats(item, f"{path}.{key}")

@@ -1,0 +1,90 @@
+"""Area of concern: documents decoded by schema (dsx.model.schema) fail like the rest of dsx —
+file, field path, what was expected and the allowed values — and old snake_case keys are renamed
+only where a Struct has the camelCase field."""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import msgspec
+import pytest
+
+from dsx.errors import BadInputError, CatalogError
+from dsx.model import schema
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Leaf(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
+    colour: Colour = Colour.RED
+    max_count: int = 1
+    labels: dict[str, str] = {}
+
+
+class Root(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
+    name: str
+    leaves: list[Leaf] = []
+    leaf: Leaf = Leaf()
+    ratio: float = 0.5
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({}, "f.yaml.name: required"),
+        ({"name": 3}, "f.yaml.name: expected a string, got 3"),
+        (
+            {"name": "a", "colour": "red"},
+            "f.yaml: field: 'colour' is not allowed; allowed values: name, leaves, leaf, ratio",
+        ),
+        (
+            {"name": "a", "leaves": [{"colour": "green"}]},
+            "f.yaml.leaves[0]: colour: 'green' is not allowed; allowed values: red, blue",
+        ),
+        ({"name": "a", "leaf": {"maxCount": True}}, "f.yaml.leaf.maxCount: expected an integer, got True"),
+        ({"name": "a", "ratio": math.nan}, "f.yaml.ratio: expected a finite number, got nan"),
+        ({"name": "a", "ratio": "x" * 200}, "f.yaml.ratio: expected a number, got '" + "x" * 58 + "…"),
+    ],
+)
+def test_a_mismatch_names_the_file_the_field_and_what_is_allowed(data: object, message: str) -> None:
+    with pytest.raises(BadInputError) as info:
+        schema.decode(data, Root, source="f.yaml")
+    assert str(info.value) == message
+
+
+def test_the_separator_and_the_error_class_are_the_callers() -> None:
+    with pytest.raises(CatalogError, match=r"^c.yaml: leaf: field: 'size' is not allowed; allowed values: colour"):
+        schema.decode({"name": "a", "leaf": {"size": 1}}, Root, source="c.yaml", separator=": ", error=CatalogError)
+
+
+def test_query_strings_decode_when_not_strict() -> None:
+    assert schema.decode({"name": "a", "ratio": "0.25"}, Root, source="q", strict=False).ratio == 0.25
+
+
+def test_old_spellings_are_renamed_only_at_struct_fields() -> None:
+    data = {"name": "a", "leaf": {"max_count": 2, "labels": {"keep_me": "x"}}, "leaves": [{"max_count": 3}]}
+    current, found = schema.renamed(data, Root)
+    assert found == [("leaf.max_count", "maxCount"), ("leaves[0].max_count", "maxCount")]
+    decoded = schema.decode(current, Root, source="f")
+    assert decoded.leaf == Leaf(max_count=2, labels={"keep_me": "x"}) and decoded.leaves[0].max_count == 3
+
+
+def test_a_null_section_means_its_defaults_and_both_spellings_stay_both() -> None:
+    current, found = schema.renamed({"name": "a", "leaf": None}, Root)
+    assert found == [] and schema.decode(current, Root, source="f").leaf == Leaf()
+    current, found = schema.renamed({"name": "a", "leaf": {"max_count": 1, "maxCount": 2}}, Root)
+    assert found == []
+    with pytest.raises(BadInputError, match="field: 'max_count' is not allowed"):
+        schema.decode(current, Root, source="f")
+
+
+def test_camel_is_msgspecs_rename() -> None:
+    assert [schema.camel(n) for n in ("dry_run", "max_quarantined_percent", "name")] == [
+        "dryRun",
+        "maxQuarantinedPercent",
+        "name",
+    ]
