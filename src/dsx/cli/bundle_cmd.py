@@ -146,7 +146,6 @@ def bundle(
     """
     from dsx.bundles import overrides, render, tree
     from dsx.bundles.options import PLACEHOLDER_REPO_URL, BundleOptions, Deployer
-    from dsx.signing import attest
 
     if sign != bool(key_path):
         raise BadInputError("--sign and --key go together: --sign --key KEYFILE")
@@ -179,6 +178,8 @@ def bundle(
     )
     files = render.render(recipe, Deployer(deployer), options)
     if signer is not None:
+        from dsx.signing import attest  # only when signing: an unsigned bundle needs none of dsx.signing
+
         files = attest.attest_bundle(files, signer)
     tree.write_tree(files, Path(output))
     click.echo(f"wrote {deployer} bundle {output}: {len(files.files)} files, recipe {recipe.content_digest()}")
