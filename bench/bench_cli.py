@@ -10,8 +10,10 @@ time (user + system) is printed too, as it moves less with load than wall time d
 The children run dsx as the `dsx` console script does, from the same source tree as this
 file's import of `dsx`, with bytecode caching on (as any pip install has it):
 PYTHONDONTWRITEBYTECODE, set in some sandboxes, would recompile every module on every run, and
-the compiled files go to a temporary PYTHONPYCACHEPREFIX, not into the tree. A warm-up round
-fills that and dsx's catalog cache first. Run with `make bench` or `python bench/run.py cli`;
+the compiled files go to a temporary PYTHONPYCACHEPREFIX, not into the tree. dsx's cache is a
+temporary DSX_CACHE_DIR too (other checkouts sharing ~/.cache/dsx would evict its catalog
+cache mid-run; its chart cache starts empty, so lint reads the charts packaged in the catalog,
+as on a fresh install). A warm-up round fills both first. Run with `make bench` or `python bench/run.py cli`;
 `DSX_BENCH_CLI_RUNS` changes the number of rounds (default 21).
 """
 
@@ -51,11 +53,12 @@ def _rounds() -> int:
     return int(os.environ.get("DSX_BENCH_CLI_RUNS", "21"))
 
 
-def _environment(pycache: Path) -> dict[str, str]:
+def _environment(work: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     source_root = str(Path(dsx.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH", "")) if p)
-    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    env["DSX_CACHE_DIR"] = str(work / "cache")
     return env
 
 
@@ -80,7 +83,7 @@ def measure(rounds: int) -> list[Samples]:
     dsx_argv = [sys.executable, "-c", CONSOLE_SCRIPT]
     with tempfile.TemporaryDirectory(prefix="dsx-bench-cli-") as folder:
         work = Path(folder)
-        env = _environment(work / "pycache")
+        env = _environment(work)
         recipe_file = work / "recipe.yaml"
         subprocess.run([*dsx_argv, "recipe", *CRITERIA, "-o", str(recipe_file)], env=env, check=True)
         commands = [
@@ -107,7 +110,8 @@ def _shown(argv: list[str]) -> str:
 
 
 def report(commands: list[Samples]) -> None:
-    print(f"{len(commands[0].walls_s)} paired rounds on {os.cpu_count()} cpus; load average = 1-minute, before each run")
+    rounds = len(commands[0].walls_s)
+    print(f"{rounds} paired rounds on {os.cpu_count()} cpus; load = 1-minute load average before each run")
     print(f"{'':<16}{'median':>9}{'p90':>9}{'cpu':>9}{'target':>9}  {'load (median, max)':<20}")
     for command in commands:
         median = statistics.median(command.walls_s)

@@ -88,7 +88,8 @@ else:
 # surrogates, or characters beyond the BMP (libyaml escapes those as \U........).
 _LIBYAML_TEXT = re.compile("[\n\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd]*")
 _SHORT_KEY_BYTES = 100
-"""Keys below this stay simple keys in both emitters (PyYAML counts characters plus the tag, libyaml bytes; 128 each)."""
+"""Keys shorter stay simple keys in both emitters (the limit is 128: PyYAML counts characters
+and the tag, libyaml bytes)."""
 _SMALL_INT = 10**18
 
 

@@ -8,6 +8,7 @@ heavy package (or another verb's code) onto the `dsx recipe` path fails with its
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 
 def _run(args: list[str], tmp_path: Path) -> tuple[set[str], str]:
     """The modules a fresh `dsx ARGS` process has loaded when it finishes (it must succeed), and its stdout."""
-    env = {"PYTHONPATH": str(SRC), "DSX_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    env = dict(os.environ, PYTHONPATH=str(SRC), DSX_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, *args], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
     )

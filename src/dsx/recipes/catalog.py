@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsx import settings
 from dsx import catalog as catalog_data
+from dsx import settings
 from dsx.bundles import layout
 from dsx.errors import BadInputError, CatalogError, DsxError, allowed_values_message
 from dsx.model import constraints as constraint_model
