@@ -84,9 +84,20 @@ else:
 
         _CDumper.add_representer(str, _represent_str)
 
-# Printable text both emitters write unescaped: no control characters, NEL, LS, PS, BOM,
-# surrogates, or characters beyond the BMP (libyaml escapes those as \U........).
-_LIBYAML_TEXT = re.compile("[\n\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd]*")
+
+def _plain_text(text: str) -> bool:
+    """Text both emitters write unescaped: printable (as Python defines it: no control or format
+    characters, NEL, LS, PS, BOM or surrogates) and within the BMP (libyaml escapes beyond it).
+
+    String methods, not a regular expression: compiling a character class this wide costs a
+    fresh process milliseconds; Python's printable set lies inside YAML's, so anything it
+    misses (a no-break space, private use) only takes the slower emitter.
+    """
+    if text.isascii():
+        return text.replace("\n", "").isprintable()
+    return text.replace("\n", "").isprintable() and max(text) <= "\uffff"
+
+
 _SHORT_KEY_BYTES = 100
 """Keys shorter stay simple keys in both emitters (the limit is 128: PyYAML counts characters
 and the tag, libyaml bytes)."""
@@ -98,7 +109,7 @@ def _libyaml_writes_same(data: Any) -> bool:
 
     They part on a top-level scalar and a keep-chomped literal (`|+`; libyaml adds `...`),
     on empty, multi-line or long keys (PyYAML writes `? key`, libyaml a simple key), and on
-    text outside `_LIBYAML_TEXT` (lone surrogates pass through libyaml unescaped). Such a
+    text that is not `_plain_text` (lone surrogates pass through libyaml unescaped). Such a
     document takes the pure-Python emitter; tests/unit/test_serialization.py holds the two
     to the same bytes on generated documents.
     """
@@ -108,12 +119,12 @@ def _libyaml_writes_same(data: Any) -> bool:
     while stack:
         value = stack.pop()
         if isinstance(value, str):
-            if value.endswith("\n\n") or value == "\n" or not _LIBYAML_TEXT.fullmatch(value):
+            if value.endswith("\n\n") or value == "\n" or not _plain_text(value):
                 return False
         elif isinstance(value, dict):
             for key in value:
                 if isinstance(key, str):
-                    if not key or "\n" in key or not _LIBYAML_TEXT.fullmatch(key):
+                    if not key or "\n" in key or not _plain_text(key):
                         return False
                     if len(key.encode()) >= _SHORT_KEY_BYTES:
                         return False
