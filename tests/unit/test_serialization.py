@@ -251,3 +251,57 @@ def test_aliases_to_a_scalar_count_as_aliasing() -> None:
 def test_an_explicit_tag_the_value_does_not_fit_is_bad_input(text: str, message: str) -> None:
     with pytest.raises(BadInputError, match=message):
         serialization.parse_yaml(text, source="doc.yaml")
+
+
+# Documents on which libyaml's emitter and PyYAML's part ways; dump_yaml must write PyYAML's bytes.
+EMITTERS_DIFFER = [
+    None,
+    "top-level scalar",
+    {"": ""},
+    {"a\nb": 1},
+    ["\n", ""],
+    {"k": "ends\n\n"},
+    {"a" * 123: None},
+    {"é" * 120: ""},
+    ["\U00010000"],
+    ["\ud800"],
+    ["tab\there", "bell\x07", "bom\ufeff", "nel\x85"],
+]
+
+
+@pytest.mark.parametrize("value", EMITTERS_DIFFER, ids=repr)
+def test_dump_yaml_writes_the_pure_python_bytes_where_libyaml_differs(value: object) -> None:
+    assert serialization.dump_yaml(value) == serialization._dump(value, serialization._Dumper)
+
+
+YAML_PUNCTUATION = list(" \n-:#?&*!|>'\"%@`,[]{}.~=<09aeE+_/\\é中\U0001f600\xa0\ufeff\t\r\x85\u2028")
+emitter_text = st.one_of(
+    st.text(st.sampled_from(YAML_PUNCTUATION), max_size=12),
+    st.text(max_size=12),
+    st.sampled_from(["", "-", "---", "...", "- a", "a: b", "#x", "null", "0755", "\n", " \n", "a\n\n", " a\n b"]),
+    st.just("x" * 200),
+    st.builds(lambda n, c: c * n, st.integers(30, 140), st.sampled_from(["a", "é", "a b", "中"])),
+)
+emitter_documents = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | emitter_text,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(emitter_text | st.integers(), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(emitter_documents)
+def test_dump_yaml_is_byte_identical_to_the_pure_python_emitter(value: object) -> None:
+    """`dump_yaml` takes libyaml's emitter when `_libyaml_writes_same` allows: the bytes must not change."""
+    assert serialization.dump_yaml(value) == serialization._dump(value, serialization._Dumper)
+
+
+def test_a_recipe_takes_the_libyaml_emitter() -> None:
+    """The fast path is the one `dsx recipe` and `dsx bundle` take (PyYAML's wheel ships libyaml)."""
+    from dsx.model.criteria import Criteria
+    from dsx.recipes import resolve
+
+    document = resolve.resolve(Criteria().overridden_by({"service": "eks", "accelerator": "h100"})).to_dict()
+    assert serialization._CDumper is not None
+    assert serialization._libyaml_writes_same(document)

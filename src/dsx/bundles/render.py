@@ -38,7 +38,7 @@ def manifest(recipe: Recipe, deployer: Deployer, options: BundleOptions, files: 
         "generator": options.generator,
         "recipe": {
             "name": recipe.metadata.name,
-            "digest": recipe.content_digest(),
+            "digest": options.recipe_digest or recipe.content_digest(),
             "criteria": recipe.metadata.criteria,
             "file": layout.RECIPE_COPY,
         },
@@ -57,13 +57,15 @@ def manifest(recipe: Recipe, deployer: Deployer, options: BundleOptions, files: 
 def render(recipe: Recipe, deployer: Deployer, options: BundleOptions | None = None) -> FileTree:
     options = options or BundleOptions()
     components.check_recipe(recipe)
-    options = replace(options, recipe_digest=recipe.content_digest())
+    digest = recipe.content_digest()  # once: the canonical JSON of a large recipe takes milliseconds
+    options = replace(options, recipe_digest=digest)
     tree = RENDERERS[deployer](overrides.apply(recipe, options.overrides), options)
     reserved = [p for p in tree.files if not layout.is_covered(p) or p in (layout.MANIFEST, layout.RECIPE_COPY)]
     if reserved:
         raise InternalError(f"deployer {deployer.value} wrote reserved paths {reserved}")
     files = dict(tree.files)
-    files[layout.RECIPE_COPY] = serialization.dump_yaml(recipe.with_digest().to_dict()).encode("utf-8")
+    copy = replace(recipe, metadata=replace(recipe.metadata, digest=digest))  # recipe.with_digest()
+    files[layout.RECIPE_COPY] = serialization.dump_yaml(copy.to_dict()).encode("utf-8")
     for path in files:
         checksums.check_path(path, source=f"{deployer.value} bundle")
     doc = manifest(recipe, deployer, options, sorted(files))

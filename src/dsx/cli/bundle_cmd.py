@@ -148,7 +148,6 @@ def bundle(
     from dsx import file_tree as tree
     from dsx.bundles import overrides, render
     from dsx.bundles.options import PLACEHOLDER_REPO_URL, BundleOptions, Deployer
-    from dsx.signing import attest
 
     if sign != bool(key_path):
         raise BadInputError("--sign and --key go together: --sign --key KEYFILE")
@@ -156,7 +155,8 @@ def bundle(
         set_values, system_selectors, system_tolerations, accelerated_selectors, accelerated_tolerations
     )
     recipe: Recipe = recipe_cmd.recipe_or_criteria(recipe_path, criteria, required=True)
-    if recipe.metadata.digest and not recipe.verify_digest():
+    digest = recipe.content_digest()
+    if recipe.metadata.digest and recipe.metadata.digest != digest:  # recipe.verify_digest(), reusing `digest`
         click.echo(
             f"dsx: warning: {recipe.source}: metadata.digest does not match the content (edited by hand?); "
             "the bundle records the digest of the content",
@@ -181,8 +181,10 @@ def bundle(
     )
     files = render.render(recipe, Deployer(deployer), options)
     if signer is not None:
+        from dsx.signing import attest  # only when signing: an unsigned bundle needs none of dsx.signing
+
         files = attest.attest_bundle(files, signer)
     tree.write_tree(files, Path(output))
-    click.echo(f"wrote {deployer} bundle {output}: {len(files.files)} files, recipe {recipe.content_digest()}")
+    click.echo(f"wrote {deployer} bundle {output}: {len(files.files)} files, recipe {digest}")
     if signer is not None:
         click.echo(f"signed by key {signer.key_id}")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib
 import sys
+from types import ModuleType
 
 import click
 
-from dsx import extras, logs
+from dsx import extras
 from dsx.errors import DsxError, InternalError
 
 # command name → "module:attribute"; a module is imported only when its command runs.
@@ -89,7 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn every error into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
-    logs.reset()
+    logs = _logs()
+    if logs is not None:
+        logs.reset()
     try:
         # with standalone_mode=False click returns (not raises) the code of a raised Exit
         code = cli.main(args=args, prog_name="dsx", standalone_mode=False)
@@ -125,11 +128,20 @@ def main(argv: list[str] | None = None) -> None:
 
 def _error(error: DsxError, exit_code: int) -> None:
     """One line and the exit code: a JSON record when the command logs JSON (--log-format json)."""
-    if logs.json_active():
+    logs = _logs()
+    if logs is not None and logs.json_active():
         logs.fatal(error, exit_code)
     else:
         click.echo(f"dsx: error: {error}", err=True)
     sys.exit(exit_code)
+
+
+def _logs() -> ModuleType | None:
+    """`dsx.logs` when some command has loaded it; until then nothing can have configured logging.
+
+    Importing it only for that check would cost `dsx recipe` the `logging` package at start-up.
+    """
+    return sys.modules.get("dsx.logs")
 
 
 def run_result(exit_code: int) -> None:

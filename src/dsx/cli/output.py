@@ -9,7 +9,6 @@ from typing import Any, TypeVar
 
 import click
 
-from dsx import atomic, serialization
 from dsx.errors import BadInputError
 
 FORMATS = ("yaml", "json", "table")
@@ -48,6 +47,8 @@ def format_options_for(formats: Sequence[str]) -> Callable[[F], F]:
 
 def render(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> str:
     """Text of `data` in the chosen format; `table` renders the table form when given."""
+    from dsx import serialization  # here, not at the top: every command module imports this one
+
     fmt = fmt.lower()
     if fmt == "json":
         return serialization.dump_json(data)
@@ -73,6 +74,8 @@ def write(text: str, output: str | None) -> None:
             with open(path, "w", encoding="utf-8") as stream:
                 stream.write(text)
             return
+        from dsx import atomic
+
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_file(path, text)
     except OSError as exc:
@@ -113,5 +116,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
         return ", ".join(_cell(v) for v in value)
     if isinstance(value, dict | list):
+        from dsx import serialization
+
         return serialization.dump_json(value).replace("\n", " ").replace("  ", "")
     return "" if value is None else str(value)

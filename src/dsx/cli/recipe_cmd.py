@@ -1,7 +1,7 @@
 """`dsx recipe` and `dsx query`: criteria in, a version-pinned recipe (or one value of it) out.
 
 Only click is imported at module level; the engine is imported inside the commands so
-`dsx recipe` starts fast (see bench/bench_recipes.py).
+`dsx recipe` starts fast (docs/cli-startup.md, bench/bench_cli.py).
 """
 
 from __future__ import annotations

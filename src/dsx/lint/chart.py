@@ -171,9 +171,11 @@ def _parent(stack: list[tuple[int, str]], indent: int) -> KeyPath:
 def _note_from_block(
     found: dict[KeyPath, Deprecation], block: list[str], parent: KeyPath, key: str, known: set[KeyPath]
 ) -> None:
-    word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(key)}(?![A-Za-z0-9_])")
     notes = [line for line in block if _DEPRECATED_WORDS.search(line)]
-    if notes and any(word.search(line) for line in notes):
+    if not notes:
+        return  # most blocks: no pattern to compile for the key (a fresh process compiles each one)
+    word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(key)}(?![A-Za-z0-9_])")
+    if any(word.search(line) for line in notes):
         note = " ".join(notes)
         found[(*parent, key)] = Deprecation(note, _replacement(note, parent, known, exclude=key))
 

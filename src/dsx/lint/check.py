@@ -15,14 +15,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from dsx.lint import chart as chart_data
 from dsx.lint import ports, report, suggest
 from dsx.lint.chart import ChartData, KeyPath, dotted
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
+
+if TYPE_CHECKING:
+    import jsonschema
 
 ALWAYS_ALLOWED = frozenset({"nameOverride", "fullnameOverride", "global"})
 """Top-level keys Helm itself gives meaning to in every chart."""
@@ -234,6 +235,8 @@ def _check_schema(
 ) -> None:
     if chart.schema is None:
         return
+    import jsonschema  # here: most charts have no values.schema.json, and `dsx bundle` lints on every run
+
     merged = coalesce(chart.defaults, values)
     where = f"subchart {chart.name}" if prefix else "the chart"
     validator_class = jsonschema.validators.validator_for(chart.schema, default=jsonschema.Draft7Validator)

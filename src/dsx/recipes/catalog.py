@@ -22,8 +22,8 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from dsx import atomic, serialization, settings
 from dsx import catalog as catalog_data
+from dsx import settings
 from dsx.errors import BadInputError, CatalogError, DsxError
 from dsx.model import bundle_layout as layout
 from dsx.model import constraints as constraint_model
@@ -191,6 +191,8 @@ def _cache_file(root: Path, files: Mapping[str, list[Path]]) -> Path | None:
 
 
 def _write_cache(cache_file: Path, sources: _Sources) -> None:
+    from dsx import atomic  # only on a cache miss (each import here is paid by every `dsx recipe`)
+
     text = json.dumps(sources)
     if json.loads(text) != {k: [list(item) for item in v] for k, v in sources.items()}:
         return  # something YAML-only (a date, a non-string key) would not survive the round trip
@@ -205,6 +207,8 @@ def _write_cache(cache_file: Path, sources: _Sources) -> None:
 
 def _parse_files(paths: list[Path], folder: Path) -> list[tuple[str, Mapping[str, Any]]]:
     """Each YAML file parsed, named relative to the catalog root (`overlays/eks.yaml`)."""
+    from dsx import serialization  # only on a cache miss
+
     found: list[tuple[str, Mapping[str, Any]]] = []
     for path in paths:
         source = str(path.relative_to(folder.parent))

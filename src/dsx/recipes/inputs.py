@@ -12,10 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsx import serialization
-from dsx.model import aicr
 from dsx.model import criteria as criteria_model
-from dsx.recipes import snapshot_criteria
 
 COMMAND_LINE = "command line"
 
@@ -33,7 +30,12 @@ def gather(
     warnings: list[str] = []
     layers: list[dict[str, Any]] = []
     detected: dict[str, Any] = {}
+    # the file readers load when a file is given: flags alone need none of them (CLI start-up)
     if snapshot_path:
+        from dsx import serialization
+        from dsx.model import aicr
+        from dsx.recipes import snapshot_criteria
+
         document = serialization.load_mapping_file(snapshot_path)
         if aicr.is_aicr_snapshot(document):
             document = aicr.snapshot_from_aicr(document, source=str(snapshot_path)).to_dict()
@@ -42,6 +44,9 @@ def gather(
         detected = derived.criteria
         layers.append(detected)
     if config_path:
+        from dsx import serialization
+        from dsx.model import aicr
+
         config = serialization.load_mapping_file(config_path)
         if aicr.is_aicr_criteria(config):
             config = aicr.criteria_mapping(config, source=str(config_path))
