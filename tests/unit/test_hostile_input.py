@@ -14,7 +14,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,13 +40,12 @@ SMALL_RECIPE = REPO / "tests" / "data" / "bundles" / "recipe-small.yaml"
 SMALL_CATALOG = REPO / "tests" / "data" / "recipes" / "catalog"
 
 
-def _dsx(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+def _dsx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """dsx in a child; 60 s is the bound for a document that would expand without end (no timing asserts)."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HOME": str(cwd), "XDG_CACHE_HOME": str(cwd / "cache")}
-    started = time.monotonic()
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "dsx", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
     )
-    return result, time.monotonic() - started
 
 
 def billion_laughs(levels: int = 9) -> str:
@@ -66,15 +64,14 @@ def billion_laughs(levels: int = 9) -> str:
         ("policy", ["sentinel", "replay", "--policy", "{file}", "--store", "memory:"]),
     ],
 )
-def test_an_alias_bomb_is_refused_in_under_two_seconds(document: str, args: list[str], tmp_path: Path) -> None:
+def test_an_alias_bomb_is_refused_before_it_expands(document: str, args: list[str], tmp_path: Path) -> None:
     bomb = tmp_path / f"{document}.yaml"
     bomb.write_text(billion_laughs())
 
-    result, elapsed = _dsx(*(a.format(file=bomb) for a in args), cwd=tmp_path)
+    result = _dsx(*(a.format(file=bomb) for a in args), cwd=tmp_path)
 
     assert result.returncode == 2, result.stderr
     assert f"{bomb}: " in result.stderr and "(limit 10000000)" in result.stderr
-    assert elapsed < 2.0
 
 
 def test_diff_as_json_keeps_yaml_dates_as_written(tmp_path: Path) -> None:
@@ -84,7 +81,7 @@ def test_diff_as_json_keeps_yaml_dates_as_written(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(text.replace("DATE", "2024-01-01"))
     (tmp_path / "b.yaml").write_text(text.replace("DATE", "2024-02-01 10:00:00"))
 
-    result, _ = _dsx("diff", "a.yaml", "b.yaml", "--format", "json", cwd=tmp_path)
+    result = _dsx("diff", "a.yaml", "b.yaml", "--format", "json", cwd=tmp_path)
 
     assert result.returncode == 0, result.stderr
     assert "2024-02-01 10:00:00" in json.dumps(json.loads(result.stdout))
@@ -100,7 +97,7 @@ def test_diff_as_json_keeps_yaml_dates_as_written(tmp_path: Path) -> None:
     ],
 )
 def test_out_of_range_flag_values_are_bad_input(args: list[str], message: str, tmp_path: Path) -> None:
-    result, _ = _dsx(*args, cwd=tmp_path)
+    result = _dsx(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
 
@@ -115,7 +112,7 @@ def test_a_nan_in_a_policy_file_is_refused_naming_the_field(tmp_path: Path) -> N
     ]
     hostile.write_text("\n".join(lines) + "\n")
 
-    result, _ = _dsx("sentinel", "replay", "--policy", str(hostile), "--store", "memory:", cwd=tmp_path)
+    result = _dsx("sentinel", "replay", "--policy", str(hostile), "--store", "memory:", cwd=tmp_path)
 
     assert result.returncode == 2, result.stderr
     assert "breaker.maxQuarantinedPercent: '.nan' is not a finite number" in result.stderr

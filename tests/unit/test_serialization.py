@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from pathlib import Path
 
 import pytest
@@ -196,8 +195,8 @@ _yaml_documents = st.one_of(
 
 
 @given(_yaml_documents)
-def test_the_loader_answers_a_value_or_bad_input_quickly(text: str) -> None:
-    started = time.monotonic()
+def test_the_loader_answers_a_value_or_bad_input(text: str) -> None:
+    """An expansion without end would hit the test's timeout; no example is timed (bench/ measures speed)."""
     try:
         value = serialization.parse_yaml(text, source="random.yaml")
     except BadInputError as exc:
@@ -206,7 +205,6 @@ def test_the_loader_answers_a_value_or_bad_input_quickly(text: str) -> None:
         # whatever loads is JSON-shaped: it round-trips through canonical JSON or is refused as bad input
         with contextlib.suppress(BadInputError):
             serialization.canonical_json(value)
-    assert time.monotonic() - started < 2.0
 
 
 @given(st.recursive(st.sampled_from(["1", "NaN", "-Infinity", "1e999", '"s"', "1" + "0" * 30, "null"]),

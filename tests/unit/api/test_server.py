@@ -130,10 +130,8 @@ def test_clients_trickling_headers_do_not_stop_healthz(start: Start, clients: in
     try:
         time.sleep(settle_seconds)  # request lines complete, headers still trickling: these are waiting too
         for _ in range(10):
-            began = time.monotonic()
-            status, body = get(port, "/healthz", timeout=2)
+            status, body = get(port, "/healthz", timeout=5)  # a starved server would time this out
             assert (status, body.strip()) == (200, b"ok")
-            assert time.monotonic() - began < 2.0
             time.sleep(0.1)
     finally:
         stop.set()
@@ -197,9 +195,9 @@ def test_an_idle_kept_alive_connection_is_closed(start: Start) -> None:
             answer += sock.recv(65536)
         assert answer.startswith(b"HTTP/1.1 200")
         began = time.monotonic()
-        sock.settimeout(5)
+        sock.settimeout(5)  # never closed: recv raises
         assert sock.recv(65536) == b""
-        assert 0.8 <= time.monotonic() - began <= 4.0
+        assert time.monotonic() - began >= 0.8  # closed by the idle timeout, not at once
 
 
 def test_connections_over_the_bound_evict_the_longest_waiting(start: Start) -> None:
@@ -207,9 +205,7 @@ def test_connections_over_the_bound_evict_the_longest_waiting(start: Start) -> N
     silent = [connect(port) for _ in range(4)]
     try:
         time.sleep(0.3)  # accepted: each holds a slot, waiting for headers
-        began = time.monotonic()
-        assert get(port, "/healthz")[0] == 200
-        assert time.monotonic() - began < 1.0
+        assert get(port, "/healthz", timeout=5)[0] == 200  # without eviction it would wait 30 s for a slot
         silent[0].settimeout(2)
         assert silent[0].recv(65536) == b""  # the oldest gave up its slot
     finally:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -164,34 +163,17 @@ def _bench_module() -> ModuleType:
 crafted = _bench_module().crafted_lines
 
 
-def _seconds(line: str) -> float:
-    reader = xid.KernelLogReader()
-    started = time.perf_counter()
-    reader.feed(line)
-    return time.perf_counter() - started
-
-
-def _growth(short: str, long: str, runs: int = 5) -> float:
-    """Best long time over best short time, the two measured in turns (load hits both alike)."""
-    shorts, longs = [], []
-    for _ in range(runs):
-        shorts.append(_seconds(short))
-        longs.append(_seconds(long))
-    return min(longs) / max(min(shorts), 1e-4)
-
-
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", sorted(crafted(1)))
 def test_parsing_grows_linearly_with_the_line(name: str) -> None:
-    """Not a speed test (bench/bench_parsers.py measures that): a 4x longer line costs about 4x,
-    never the 16x of a quadratic pattern. A busy machine only makes the ratio look worse, so
-    any of three measurements under 10x passes; a quadratic parser is over 10x in all of them."""
-    short, long = crafted(20)[name], crafted(80)[name]
-    ratios = []
-    for _ in range(3):
-        ratios.append(_growth(short, long))
-        if ratios[-1] < 10:
-            break
-    assert min(ratios) < 10, ratios
+    """Not a speed test (bench/bench_parsers.py measures that) and nothing is timed: a 5 MB crafted
+    line must parse inside the test's timeout. Linear parsing takes about a second at that length;
+    a quadratic pattern (80 KB took 113 ms when one was) would take 64² times that, over seven minutes."""
+    short = xid.KernelLogReader().feed(crafted(80)[name])
+    long = xid.KernelLogReader().feed(crafted(5000)[name])
+    assert (long is None) == (short is None)  # the same shape, longer: the same verdict
+    if long is not None and short is not None:
+        assert (long.family, long.code) == (short.family, short.code)
 
 
 def test_odd_journal_entries_are_kept_or_skipped_never_fatal() -> None:

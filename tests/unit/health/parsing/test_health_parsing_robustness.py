@@ -4,7 +4,6 @@ cannot read is a clear BadInputError, and what they return serialises to strict 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -146,10 +145,10 @@ def test_xid_parser_never_crashes(text: str, driver: xid.DriverVersion | None) -
         "kern  :warn  : " * 20_000 + "NVRM: Xid (PCI:0000:01:00): 31, x",
     ],
 )
+@pytest.mark.timeout(60)  # quadratic backtracking on these takes many minutes; linear parsing well under a second
 def test_adversarial_lines_parse_in_linear_time(line: str) -> None:
-    started = time.perf_counter()
-    xid.parse_text(line + "\n" + line)
-    assert time.perf_counter() - started < 5.0  # quadratic backtracking on these takes minutes
+    records = xid.parse_text(line + "\n" + line)
+    assert all(record.line_number in (1, 2) for record in records)
 
 
 @SETTINGS
