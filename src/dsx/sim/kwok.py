@@ -11,6 +11,7 @@ created by `dsx.sim.pod_logs.seed`) points that pod at its own file.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,35 @@ STAGE_FILES = (
 )
 POD_CIDR = "10.244.0.1/16"
 NODE_LEASE_SECONDS = 40
+LARGE_FLEET_NODES = 1000
+"""Above this many nodes, `fleet_tuning` stretches the node leases (see docs/sim.md, "Fleet size")."""
+LARGE_FLEET_LEASE_SECONDS = 1200
+LARGE_FLEET_GRACE_SECONDS = 1300
+
+
+@dataclass(frozen=True)
+class FleetTuning:
+    """How often the fake kubelets heartbeat, and how long the node controller waits for one.
+
+    kwok renews each node's Lease about every quarter of its duration: 40 s leases are ~0.1
+    writes per node per second, 1,000 writes/s at 10,000 nodes, more than two cores of etcd and
+    apiserver can absorb next to the system under test. A larger fleet gets 1,200 s leases
+    (~33 writes/s at 10,000 nodes) and a node-monitor grace period beyond them, so the node
+    lifecycle controller does not mark nodes NotReady between renewals. The trade: a kwok that
+    dies is noticed after the grace period, not 40 s; the `not-ready` fault is unaffected (a
+    stage writes the condition itself).
+    """
+
+    lease_seconds: int
+    node_monitor_grace_seconds: int | None
+    """kube-controller-manager's --node-monitor-grace-period; None: its default."""
+
+
+def fleet_tuning(node_count: int) -> FleetTuning:
+    if node_count <= LARGE_FLEET_NODES:
+        return FleetTuning(NODE_LEASE_SECONDS, None)
+    return FleetTuning(LARGE_FLEET_LEASE_SECONDS, LARGE_FLEET_GRACE_SECONDS)
+
 
 LOGS_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -86,7 +116,7 @@ def stages() -> list[dict[str, Any]]:
     return docs
 
 
-def configuration(*, empty_log: Path) -> str:
+def configuration(*, empty_log: Path, tuning: FleetTuning = FleetTuning(NODE_LEASE_SECONDS, None)) -> str:
     """The multi-document file passed to `kwok --config`."""
     documents: list[Any] = [
         {
@@ -101,7 +131,7 @@ def configuration(*, empty_log: Path) -> str:
                 "enableProfilingHandler": False,
                 "enablePodsOnNodeSyncListPager": True,
                 "enablePodsOnNodeSyncStreamWatch": False,
-                "nodeLeaseDurationSeconds": NODE_LEASE_SECONDS,
+                "nodeLeaseDurationSeconds": tuning.lease_seconds,
                 "nodeLeaseParallelism": 4,
                 "nodePlayStageParallelism": 4,
                 "podPlayStageParallelism": 4,
