@@ -58,7 +58,7 @@ sys.path.insert(0, str(HERE))  # bench_store: one home for the event mix, ingest
 import psycopg  # noqa: E402
 
 import bench_store  # noqa: E402
-from dsx import serialization  # noqa: E402
+from dsx import errors, serialization  # noqa: E402
 from dsx.controllers import kube_nodes, monitors, sim_load  # noqa: E402
 from dsx.health import analyzer  # noqa: E402
 from dsx.health import policy as policy_module  # noqa: E402
@@ -77,7 +77,10 @@ TOKEN = "bench-scale-token-0123456789abcdef"
 RATE = 0.1
 SENDERS = 32
 WARMUP_SECONDS = 5.0
-QUIET_WINDOW_SECONDS = 15.0
+IDLE_WINDOW_SECONDS = 5.0
+QUIET_WINDOW_SECONDS = 10.0
+SAMPLE_TIMEOUT_SECONDS = 30.0
+MASS_TIMEOUT_SECONDS = 180.0
 LATENCY_SAMPLES = 40
 MASS_FRACTION = 0.05
 THROUGHPUT_EVENTS = 20_000
@@ -143,13 +146,14 @@ class CordonWatch:
                         self.cordoned.setdefault(change.name, seen)
                         self.changed.notify_all()
 
-    def wait_for(self, names: list[str], timeout_seconds: float) -> float:
-        """The monotonic time the last of `names` was seen cordoned."""
+    def wait_for(self, names: list[str], timeout_seconds: float, *, partial: bool = False) -> float:
+        """The monotonic time the last of `names` was seen cordoned (`partial`: of those that were, by the deadline)."""
         with self.changed:
             if not self.changed.wait_for(lambda: all(n in self.cordoned for n in names), timeout=timeout_seconds):
                 missing = [n for n in names if n not in self.cordoned]
-                raise RuntimeError(f"{len(missing)} of {len(names)} nodes not cordoned in {timeout_seconds:.0f} s")
-            return max(self.cordoned[n] for n in names)
+                if not partial or len(missing) == len(names):
+                    raise RuntimeError(f"{len(missing)} of {len(names)} nodes not cordoned in {timeout_seconds:.0f} s")
+            return max(self.cordoned[n] for n in names if n in self.cordoned)
 
     def close(self) -> None:
         self.stop.set()
@@ -247,6 +251,9 @@ def sentinel_round(
         load = sim_load.FleetLoad(plan, lambda: monitors.HttpSink(url, TOKEN), stop=stop)
         runner = threading.Thread(target=load.run, name="fleet-load", daemon=True)
         idle = proc_status(pid)
+        idle_cpu0 = cpu_seconds(pid)
+        time.sleep(IDLE_WINDOW_SECONDS)
+        idle_cpu = (cpu_seconds(pid) - idle_cpu0) / IDLE_WINDOW_SECONDS
         runner.start()
         try:
             time.sleep(WARMUP_SECONDS)
@@ -259,31 +266,43 @@ def sentinel_round(
                 "posted_events_per_second": round(sent / (t1 - t0), 1),
                 "cpu_seconds_per_1000_events": round((cpu1 - cpu0) / max(sent, 1) * 1000, 3),
                 "sentinel_cpu_percent": round((cpu1 - cpu0) / (t1 - t0) * 100, 1),
+                "sentinel_idle_cpu_percent": round(idle_cpu * 100, 1),
                 "load_average": load_average(),
             }
-            sink = monitors.HttpSink(url, TOKEN)
-            samples = []
+            sink = monitors.HttpSink(url, TOKEN, timeout_seconds=SAMPLE_TIMEOUT_SECONDS)
+            samples: list[float] = []
+            missed = 0
             for node in untouched(fleet, used, LATENCY_SAMPLES):
                 posted = time.monotonic()
-                sink.send([sim_load.fault_event(node, datetime.now(UTC))])
-                samples.append(watcher.wait_for([node], 60) - posted)
+                try:
+                    sink.send([sim_load.fault_event(node, datetime.now(UTC))])
+                    samples.append(watcher.wait_for([node], SAMPLE_TIMEOUT_SECONDS) - posted)
+                except (RuntimeError, errors.DsxError):
+                    missed += 1  # a sample that never came is a miss, recorded; three end the series
+                    if missed >= 3:
+                        break
                 time.sleep(0.1)
             figures["fault_to_cordon_ms"] = {
                 "samples": len(samples),
-                "p50": round(percentile(samples, 0.50) * 1e3, 1),
-                "p99": round(percentile(samples, 0.99) * 1e3, 1),
-                "max": round(max(samples) * 1e3, 1),
+                "missed": missed,
+                "p50": round(percentile(samples, 0.50) * 1e3, 1) if samples else None,
+                "p99": round(percentile(samples, 0.99) * 1e3, 1) if samples else None,
+                "max": round(max(samples) * 1e3, 1) if samples else None,
                 "load_average": load_average(),
             }
             mass = untouched(fleet, used, max(1, round(size * MASS_FRACTION)))
             now = datetime.now(UTC)
             started = time.monotonic()
-            sink.send([sim_load.fault_event(n, now) for n in mass])
-            last = watcher.wait_for(mass, 600)
+            monitors.HttpSink(url, TOKEN, timeout_seconds=MASS_TIMEOUT_SECONDS).send(
+                [sim_load.fault_event(n, now) for n in mass]
+            )
+            done = watcher.wait_for(mass, MASS_TIMEOUT_SECONDS, partial=True)
+            cordoned = [n for n in mass if n in watcher.cordoned]
             figures["mass_cordon"] = {
                 "nodes": len(mass),
-                "seconds": round(last - started, 2),
-                "nodes_per_second": round(len(mass) / (last - started), 1),
+                "cordoned": len(cordoned),
+                "seconds": round(done - started, 2),
+                "nodes_per_second": round(len(cordoned) / (done - started), 1),
                 "load_average": load_average(),
             }
             memory = proc_status(pid)
@@ -396,7 +415,12 @@ def main(argv: list[str] | None = None) -> None:
                 for store in stores:
                     db_path = folder / f"{size}-{store}.db"
                     url = f"sqlite:///{db_path}" if store == "sqlite" else fresh_schema_url(server.url)
-                    row = sentinel_round(folder, status.kubeconfig, store, url, db_path, fleet, used)
+                    try:
+                        row = sentinel_round(folder, status.kubeconfig, store, url, db_path, fleet, used)
+                    except (RuntimeError, OSError, errors.DsxError) as exc:  # recorded; the matrix goes on
+                        rows.append({"nodes": size, "store": store, "error": str(exc), "load_average": load_average()})
+                        print(f"  {size} {store}: FAILED: {exc}", flush=True)
+                        continue
                     row["node_watch"] = watched
 
                     def opener(s: str = store, n: int = size) -> Any:
@@ -428,6 +452,8 @@ def _postgres(stores: tuple[str, ...]) -> Iterator[Any]:
 
 
 def _line(row: dict[str, Any]) -> str:
+    if "error" in row:
+        return f"  {row['nodes']:>6} {row['store']:<10} FAILED: {row['error']}"
     f, m, c, t = row["fault_to_cordon_ms"], row["memory"], row["mass_cordon"], row["throughput"]
     return (
         f"  {row['nodes']:>6} {row['store']:<10} {m['mb_per_node']:.3f} MB/node, fault-to-cordon p50 {f['p50']} /"
@@ -438,9 +464,15 @@ def _line(row: dict[str, Any]) -> str:
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = "| nodes | store | MB/node | f2c p50/p99/max ms | cordon nodes/s | analyzer ev/s | ingest ev/s | CPU s/1k ev | load |"
+    head = (
+        "| nodes | store | MB/node | f2c p50/p99/max ms | cordon nodes/s | analyzer ev/s | ingest ev/s"
+        " | CPU s/1k ev | load |"
+    )
     lines = [head, "|" + "---|" * 9]
     for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['nodes']} | {r['store']} | failed: {r['error'][:80]} | | | | | | {r['load_average']} |")
+            continue
         f = r["fault_to_cordon_ms"]
         lines.append(
             f"| {r['nodes']} | {r['store']} | {r['memory']['mb_per_node']:.3f} | {f['p50']}/{f['p99']}/{f['max']} |"
@@ -453,7 +485,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 def plot(result: dict[str, Any]) -> str:
     """A small self-contained HTML page: two SVG line charts (p99 fault-to-cordon, MB/node) by fleet size."""
-    rows = result["rows"]
+    rows = [r for r in result["rows"] if "error" not in r and r["fault_to_cordon_ms"]["p99"] is not None]
     charts = []
     for title, pick, unit in (
         ("fault-to-cordon p99", lambda r: r["fault_to_cordon_ms"]["p99"], "ms"),
@@ -492,7 +524,7 @@ def plot(result: dict[str, Any]) -> str:
         f"<h2>dsx sentinel at fleet size</h2><p><code>{result['command']}</code>, {result['date']}</p>"
         + "".join(charts)
         + "<pre>"
-        + _table(rows)
+        + _table(result["rows"])
         + "</pre>"
     )
 

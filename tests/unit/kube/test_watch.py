@@ -151,7 +151,9 @@ def test_the_view_holds_what_keep_projects_while_events_carry_whole_objects() ->
 
     script = Script(
         lists=[{"metadata": {"resourceVersion": "10"}, "items": [whole("a", "5")]}],
-        watches=[_lines({"type": "MODIFIED", "object": whole("a", "11")}, {"type": "ADDED", "object": whole("b", "12")})],
+        watches=[
+            _lines({"type": "MODIFIED", "object": whole("a", "11")}, {"type": "ADDED", "object": whole("b", "12")})
+        ],
     )
     client = httpx2.Client(base_url="https://api", transport=httpx2.MockTransport(script))
     watch = ResourceWatch(client, "/api/v1/nodes", keep=lambda o: {"metadata": o["metadata"]})

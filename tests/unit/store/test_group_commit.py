@@ -68,7 +68,8 @@ def test_concurrent_callers_share_rounds_and_get_their_own_results() -> None:
         assert all(store.find(a.idempotency_key) is not None for a in appended)
     assert len(store.calls) < 20  # callers queued behind the first round were committed together
     assert commit.rounds == len(store.calls)
-    shared = {a.sequence for appended in results.values() for a in appended if a.idempotency_key == batches[0][2].idempotency_key}
+    key = batches[0][2].idempotency_key
+    shared = {a.sequence for appended in results.values() for a in appended if a.idempotency_key == key}
     assert len(shared) == 1  # the same event from twenty callers is stored once
     assert store.last_sequence() == 41
 
