@@ -36,8 +36,8 @@ SPEC_DIGEST_ANNOTATION = "sim.dsx.run/spec-digest"
 LOOPBACK = "127.0.0.1"
 LOG_TAIL_LINES = 8
 """Lines of a failed component's log quoted in the error."""
-NODE_READY_BUDGET_SECONDS = 0.05
-"""Readiness budget added per requested node (10,000 nodes: 500 s more)."""
+NODE_READY_BUDGET_SECONDS = 0.1
+"""Readiness budget added per requested node (10,000 nodes: 1,000 s more)."""
 CREATE_WORKERS = 8
 """Node creations in flight at once: a 10,000-node fleet is a few hundred requests a second."""
 READY_POLL_NODES_PER_SECOND = 2000
@@ -243,7 +243,7 @@ class SimCluster:
         """
         options = options.resolved()
         began = time.monotonic()
-        # creating and readying nodes takes time in proportion to the fleet (about 5 ms a node)
+        # creating and readying nodes takes time in proportion to the fleet (tens of ms a node on 2 busy cores)
         ready_timeout_seconds += options.nodes * NODE_READY_BUDGET_SECONDS
 
         def say(message: str) -> None:
@@ -376,9 +376,10 @@ class SimCluster:
                 f"--kubelet-client-certificate={certs.admin_cert}",
                 f"--kubelet-client-key={certs.admin_key}",
                 "--kubelet-preferred-address-types=InternalIP,Hostname",
-                # watches are served from etcd, so a compaction yields a real 410 Gone to
-                # clients that resume from an old resourceVersion (as a busy cache window does)
-                "--watch-cache=false",
+                # small fleets: watches are served from etcd, so a compaction yields a real 410 Gone
+                # to clients that resume from an old resourceVersion (as a busy cache window does);
+                # large fleets use the cache (kwok.FleetTuning.watch_cache)
+                f"--watch-cache={'true' if tuning.watch_cache else 'false'}",
                 "--profiling=false",
             ]
         if component == "kube-controller-manager":

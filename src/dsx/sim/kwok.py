@@ -55,12 +55,16 @@ class FleetTuning:
     """kube-controller-manager's --node-monitor-grace-period; None: its default."""
     node_parallelism: int = 4
     """kwok's workers for node stages and leases: more let 10,000 nodes turn Ready in minutes."""
+    watch_cache: bool = False
+    """The apiserver's watch cache. Off for small fleets, so a compacted resume point is a real
+    410 Gone (watch-recovery tests rely on it); on for large ones, where serving every watcher's
+    events and lists of 10,000 Nodes straight from etcd would be the control plane's largest cost."""
 
 
 def fleet_tuning(node_count: int) -> FleetTuning:
     if node_count <= LARGE_FLEET_NODES:
         return FleetTuning(NODE_LEASE_SECONDS, None)
-    return FleetTuning(LARGE_FLEET_LEASE_SECONDS, LARGE_FLEET_GRACE_SECONDS, LARGE_FLEET_PARALLELISM)
+    return FleetTuning(LARGE_FLEET_LEASE_SECONDS, LARGE_FLEET_GRACE_SECONDS, LARGE_FLEET_PARALLELISM, watch_cache=True)
 
 
 LOGS_CRD: dict[str, Any] = {

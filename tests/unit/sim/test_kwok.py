@@ -61,6 +61,7 @@ def test_a_large_fleet_gets_long_leases_and_a_grace_period_beyond_them(tmp_path:
     assert small == kwok.FleetTuning(kwok.NODE_LEASE_SECONDS, None)
     assert large.node_monitor_grace_seconds is not None
     assert large.node_monitor_grace_seconds > large.lease_seconds > small.lease_seconds
+    assert large.watch_cache and not small.watch_cache  # small fleets keep real 410 Gone
     docs = serialization.parse_yaml_documents(
         kwok.configuration(empty_log=tmp_path / "e.log", tuning=large), source="kwok.yaml"
     )
