@@ -30,7 +30,7 @@ STAGE_FILES = (
 )
 POD_CIDR = "10.244.0.1/16"
 NODE_LEASE_SECONDS = 40
-LARGE_FLEET_NODES = 1000
+LARGE_FLEET_NODES = 500
 """Above this many nodes, `fleet_tuning` stretches the node leases (see docs/sim.md, "Fleet size")."""
 LARGE_FLEET_LEASE_SECONDS = 1200
 LARGE_FLEET_GRACE_SECONDS = 1300
