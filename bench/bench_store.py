@@ -42,11 +42,11 @@ CHECKS = ("KernelLogXid", "GpuXid", "GpuNvlinkErrors", "GpuClockSlowdown", "GpuR
 CODES = ("79", "48", "31", "13", "94", "119", "154")
 
 
-def fleet_events(count: int, *, salt: str = "") -> list[HealthEvent]:
-    """A mixed stream: 500 nodes × 8 GPUs, several checks and Xid codes, one event per second."""
+def fleet_events(count: int, *, salt: str = "", nodes: int = 500) -> list[HealthEvent]:
+    """A mixed stream: `nodes` nodes × 8 GPUs, several checks and Xid codes, one event per second."""
     events = []
     for index in range(count):
-        node, gpu = index % 500, index % 8
+        node, gpu = index % nodes, index % 8
         check = CHECKS[index % len(CHECKS)]
         events.append(
             HealthEvent(

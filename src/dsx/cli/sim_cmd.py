@@ -12,6 +12,7 @@ from dsx.cli import output as cli_output
 ACCELERATORS = ("h100", "h200", "b200", "gb200", "a100", "l40s")
 SERVICES = ("eks", "gke", "aks", "oke", "kind")
 OPERATING_SYSTEMS = ("ubuntu", "al2023", "cos", "rhel")
+MAX_NODES = 10_000
 
 name_option = click.option(
     "--name", default="dsx", show_default=True, help="Cluster name (several can run side by side)."
@@ -39,7 +40,7 @@ def sim() -> None:
 
 @sim.command()
 @name_option
-@click.option("--nodes", "node_count", type=click.IntRange(1, 1000), default=8, show_default=True)
+@click.option("--nodes", "node_count", type=click.IntRange(1, MAX_NODES), default=8, show_default=True)
 @click.option("--accelerator", type=click.Choice(ACCELERATORS), default="h100", show_default=True)
 @click.option(
     "--gpus-per-node", type=click.IntRange(1, 16), default=None, help="Default: the board's count (8; 4 for gb200)."
@@ -182,3 +183,61 @@ def inject(name: str, node: str, fault: str, count: int, gpu: int, dry_run: bool
     prefix = "would " if dry_run else ""
     for action in result.actions:
         click.echo(f"{prefix}{action}")
+
+
+@sim.command()
+@name_option
+@click.option("--url", required=True, help="The sentinel's base URL, e.g. http://127.0.0.1:9464.")
+@click.option(
+    "--token-file", required=True, type=click.Path(dir_okay=False), help="The sentinel's bearer token (one line)."
+)
+@click.option(
+    "--events-per-node-per-second",
+    "rate",
+    type=click.FloatRange(0, 1000),
+    default=0.1,
+    show_default=True,
+    help="Background health events each node's monitor posts.",
+)
+@click.option(
+    "--faults-per-second",
+    type=click.FloatRange(0, 1000),
+    default=0.0,
+    show_default=True,
+    help="Fatal faults (Xid 79) mixed in, each on a different node.",
+)
+@click.option("--duration", "duration_seconds", type=click.FloatRange(0.1), default=60.0, show_default=True)
+@click.option("--senders", type=click.IntRange(1, 256), default=32, show_default=True, help="Concurrent senders.")
+@click.option(
+    "--poll-interval",
+    "poll_interval_seconds",
+    type=click.FloatRange(0.05, 60),
+    default=1.0,
+    show_default=True,
+    help="Seconds between a node monitor's posts (what it read meanwhile goes in one request).",
+)
+def load(
+    name: str,
+    url: str,
+    token_file: str,
+    rate: float,
+    faults_per_second: float,
+    duration_seconds: float,
+    senders: int,
+    poll_interval_seconds: float,
+) -> None:
+    """Post background health traffic for every node of the cluster to a sentinel, as node monitors do."""
+    from dsx import serialization
+    from dsx.controllers import monitors, sim_load
+
+    token = monitors.read_token(token_file)
+    plan = sim_load.LoadPlan(
+        nodes=_cluster(name).status().node_names,
+        events_per_node_per_second=rate,
+        faults_per_second=faults_per_second,
+        duration_seconds=duration_seconds,
+        senders=senders,
+        poll_interval_seconds=poll_interval_seconds,
+    )
+    report = sim_load.FleetLoad(plan, lambda: monitors.HttpSink(url, token)).run()
+    click.echo(serialization.dump_yaml(report.to_dict()), nl=False)

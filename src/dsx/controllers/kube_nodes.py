@@ -9,6 +9,7 @@ backoff and rate. Events are core/v1 Events on the node, as `kubectl describe no
 from __future__ import annotations
 
 import secrets
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -87,6 +88,37 @@ class KubeNodeOps:
                 "count": 1,
             }
         )
+
+
+def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
+    """What the sentinel keeps of a node between events: name, version, labels, annotations,
+    creation time, cordon, taints and GPU capacity — not images, addresses, conditions or nodeInfo.
+
+    A whole Node is 5-10 KB of JSON and several times that as Python objects; at 10,000 nodes the
+    node watch's view would be the largest thing in the process. Label and annotation strings
+    repeat across a fleet (product, driver, zone), so they are interned and shared.
+    """
+    metadata = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    capacity = (node.get("status") or {}).get("capacity") or {}
+    kept_metadata: dict[str, Any] = {
+        "name": metadata.get("name", ""),
+        "resourceVersion": metadata.get("resourceVersion", ""),
+        "creationTimestamp": metadata.get("creationTimestamp"),
+        "labels": _interned(metadata.get("labels")),
+        "annotations": _interned(metadata.get("annotations")),
+    }
+    kept_spec = {k: spec[k] for k in ("unschedulable", "taints") if spec.get(k)}
+    gpus = capacity.get(nodes.GPU_RESOURCE)
+    return {
+        "metadata": kept_metadata,
+        "spec": kept_spec,
+        "status": {"capacity": {nodes.GPU_RESOURCE: gpus}} if gpus is not None else {},
+    }
+
+
+def _interned(values: Mapping[str, Any] | None) -> dict[str, str]:
+    return {sys.intern(str(k)): sys.intern(str(v)) for k, v in (values or {}).items()}
 
 
 def merge_patch(node: Mapping[str, Any], change: NodeChange) -> dict[str, Any]:

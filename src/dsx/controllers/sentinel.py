@@ -67,8 +67,10 @@ from dsx.health.ports import Recertifier, RemediationProvider
 from dsx.host.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.kube import leader
 from dsx.kube.client import KubeClient
+from dsx.kube.watch import ResourceWatch
 from dsx.model.health import NodeState
 from dsx.store import open_store
+from dsx.store.group_commit import GroupCommit
 
 log = logging.getLogger("dsx.sentinel")
 
@@ -139,12 +141,15 @@ class SentinelRuntime:
         self.joining: validation_requests.JoiningNodes | None = None
         self.kernel_monitors: list[KernelLogMonitor] = []
         self.kube_monitor: kube_objects.KubeObjectMonitor | None = None
+        self._node_view: ResourceWatch | None = None
         self.elector: leader.LeaderElector | None = None
         self._leases_client: KubeClient | None = None
         self.leadership_lost = threading.Event()
         self.finished = threading.Event()
         """Set when the process should end: the Lease was lost (or the CLI got a signal)."""
         self.store = self._open_store()
+        self.ingestion = GroupCommit(self._open_store())
+        """`POST /v1/events` appends: concurrent requests share one transaction (its own connection)."""
         self.client = parts.client
         self.nodes = kube_nodes.KubeNodeOps(self.client)
 
@@ -386,7 +391,8 @@ class SentinelRuntime:
         return bool(created) or behind
 
     def _watch_nodes(self) -> None:
-        watch = self.client.watch_nodes(self.policy.gpu_node_selector)
+        watch = self.client.watch_nodes(self.policy.gpu_node_selector, keep=kube_nodes.slim_node)
+        self._node_view = watch
         while not self.stop_event.is_set():
             try:
                 for change in watch.events(timeout_seconds=2.0):
@@ -416,8 +422,18 @@ class SentinelRuntime:
         if self.joining is not None:
             self.joining.observe(node)
 
+    def fleet_nodes(self) -> list[dict[str, Any]]:
+        """The selected nodes, slimmed: the node watch's view once it has listed, else a list call.
+
+        At 10,000 nodes a list is ~60 MB of JSON decoded into Node models every few seconds;
+        the watch already holds every node, kept current by its events."""
+        view = self._node_view
+        if view is not None and view.resource_version is not None:
+            return list(view.objects.values())
+        return [kube_nodes.slim_node(n) for n in self.nodes.list_nodes(dict(self.policy.gpu_node_selector))]
+
     def _account_fleet(self) -> bool:
-        fleet = self.nodes.list_nodes(dict(self.policy.gpu_node_selector))
+        fleet = self.fleet_nodes()
         self._fleet_size = len(fleet)
         statuses = self.store.node_states()
         states = {s.node_name: s.state for s in statuses}
@@ -475,7 +491,7 @@ class SentinelRuntime:
 
     def ingest(self, body: bytes) -> dict[str, Any]:
         events = ingest.parse_body(body)
-        appended = self.store.append(events)
+        appended = self.ingestion.append(events)
         created = sum(1 for a in appended if a.created)
         self.telemetry.events_ingested.labels("http").inc(created)
         self.waker.poke()

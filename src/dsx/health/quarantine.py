@@ -218,6 +218,10 @@ class QuarantineHandler:
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
         if not self.switch.enabled:
             return stages.same_outcome(events, StageStatus.SKIPPED, disposition="stage-disabled")
+        if not any(_may_cordon(stored.event) for stored in events):
+            # routine traffic (healthy checks, warnings): decided from the store alone, no apiserver
+            # read per event (a fleet's background health traffic would be that many GETs a second)
+            return [self._one(stored, {})[0] for stored in events]
         try:
             node = self.nodes.get_node(node_name)
         except NotFoundError:
@@ -370,6 +374,16 @@ class QuarantineHandler:
         )
         if self.switch.acting:
             self.nodes.record_event(name, "CircuitBreakerTripped", reason, warning=True)
+
+
+def _may_cordon(event: HealthEvent) -> bool:
+    """Whether `_one` may read or change the node for this event (the others skip or recover by store state)."""
+    return (
+        event.processing_strategy is ProcessingStrategy.EXECUTE_REMEDIATION
+        and not event.quarantine_overrides.skip
+        and not event.is_healthy
+        and (event.is_fatal or event.quarantine_overrides.force)
+    )
 
 
 def _reason(decision: Decision, event: HealthEvent) -> str:

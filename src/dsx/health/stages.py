@@ -228,7 +228,9 @@ class StageRunner:
         return out
 
     def _collect(self) -> int:
-        acked = 0
+        """Finish every dispatch that is done and acknowledge them together: one store write per
+        round, not one per node (at fleet traffic most dispatches carry one routine event)."""
+        finished = 0
         for node in [n for n, d in self._running.items() if d.future is not None and d.future.done()]:
             dispatch = self._running.pop(node)
             assert dispatch.future is not None
@@ -236,10 +238,10 @@ class StageRunner:
                 dispatch.outcomes = dispatch.future.result()
             except Exception as exc:
                 dispatch.error = exc
-            acked += self._finish(dispatch)
-        return acked
+            finished += self._finish(dispatch, flush=False)
+        return self._flush() if finished else 0
 
-    def _finish(self, dispatch: _Dispatch) -> int:
+    def _finish(self, dispatch: _Dispatch, *, flush: bool = True) -> int:
         self._held.difference_update(dispatch.sequences)
         outcomes = list(dispatch.outcomes or [])
         if dispatch.error is not None:
@@ -257,7 +259,7 @@ class StageRunner:
         else:
             self._not_before.pop(dispatch.node, None)
         self._unacked.extend(outcomes)
-        return self._flush()
+        return self._flush() if flush else 1
 
     def _flush(self) -> int:
         """Acknowledge what is waiting; on a store error it stays waiting (nothing is handled twice)."""

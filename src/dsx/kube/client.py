@@ -199,9 +199,18 @@ class KubeClient:
             node: dict[str, Any] = self._api.get(Node, name).to_dict()
         return node
 
-    def watch_nodes(self, labels: Mapping[str, str] | None = None) -> watch.ResourceWatch:
-        """A resumable node watch; call `.sync()` then iterate `.events(timeout_seconds=...)`."""
-        return watch.ResourceWatch(self._http, "/api/v1/nodes", label_selector=_selector(labels), server=self.server)
+    def watch_nodes(
+        self,
+        labels: Mapping[str, str] | None = None,
+        *,
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> watch.ResourceWatch:
+        """A resumable node watch; call `.sync()` then iterate `.events(timeout_seconds=...)`.
+
+        `keep` slims the nodes the watch's view holds (`ResourceWatch.objects`)."""
+        return watch.ResourceWatch(
+            self._http, "/api/v1/nodes", label_selector=_selector(labels), server=self.server, keep=keep
+        )
 
     def watch_pods(
         self, namespace: str | None = None, *, node_name: str | None = None, labels: Mapping[str, str] | None = None

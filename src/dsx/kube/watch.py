@@ -15,7 +15,7 @@ import enum
 import json
 import math
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,8 +79,12 @@ class ResourceWatch:
         label_selector: str = "",
         field_selector: str = "",
         server: str = "",
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
+        """`keep` projects each object before the view holds it (it must keep metadata.name,
+        namespace and resourceVersion); events still carry whole objects."""
         self._http = http
+        self._keep = keep or (lambda obj: obj)
         self._path = path
         self._selectors = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
         self._server = server
@@ -93,7 +97,7 @@ class ResourceWatch:
     def sync(self) -> list[dict[str, Any]]:
         """List the collection now; the view and the resume point start from this list."""
         items, version = self._list()
-        self.objects = {_key(o): o for o in items}
+        self.objects = {_key(o): self._keep(o) for o in items}
         self.resource_version = version
         return items
 
@@ -129,7 +133,7 @@ class ResourceWatch:
         before = self.objects
         items, version = self._list()
         after = {_key(o): o for o in items}
-        self.objects = after
+        self.objects = {key: self._keep(o) for key, o in after.items()}
         self.resource_version = version
         for key, obj in after.items():
             old = before.get(key)
@@ -225,5 +229,5 @@ class ResourceWatch:
         if event.type is EventType.DELETED:
             self.objects.pop(_key(obj), None)
         else:
-            self.objects[_key(obj)] = obj
+            self.objects[_key(obj)] = self._keep(obj)
         return event

@@ -9,6 +9,7 @@ data); `down` stops every process group and, unless asked to keep it, removes th
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
@@ -35,6 +36,12 @@ SPEC_DIGEST_ANNOTATION = "sim.dsx.run/spec-digest"
 LOOPBACK = "127.0.0.1"
 LOG_TAIL_LINES = 8
 """Lines of a failed component's log quoted in the error."""
+NODE_READY_BUDGET_SECONDS = 0.1
+"""Readiness budget added per requested node (10,000 nodes: 1,000 s more)."""
+CREATE_WORKERS = 8
+"""Node creations in flight at once: a 10,000-node fleet is a few hundred requests a second."""
+READY_POLL_NODES_PER_SECOND = 2000
+"""Readiness polls list every node; a large fleet is polled less often (10,000 nodes: every 5 s)."""
 
 Progress = Callable[[str], None]
 
@@ -236,13 +243,16 @@ class SimCluster:
         """
         options = options.resolved()
         began = time.monotonic()
+        # creating and readying nodes takes time in proportion to the fleet (tens of ms a node on 2 busy cores)
+        ready_timeout_seconds += options.nodes * NODE_READY_BUDGET_SECONDS
 
         def say(message: str) -> None:
             progress(f"[{time.monotonic() - began:5.1f}s] {message}")
 
         with self._locked():
             state = self.load_state()
-            if state is not None and self._all_alive(state):
+            retune = state is not None and kwok.fleet_tuning(state.options.nodes) != kwok.fleet_tuning(options.nodes)
+            if state is not None and self._all_alive(state) and not retune:
                 say(f"control plane {self.name!r} already running; converging nodes")
                 state = dataclasses.replace(state, options=options)
                 self._save(state)
@@ -252,7 +262,11 @@ class SimCluster:
                     self._wait_ready(kube, state, deadline, say)
                 return self.status()
             if state is not None:
-                say("restarting a stopped control plane on its existing data")
+                say(
+                    "restarting the control plane with the lease settings of this fleet size (docs/sim.md)"
+                    if retune
+                    else "restarting a stopped control plane on its existing data"
+                )
                 _stop_in_order(state.processes)
             processes.kill_pids(processes.strays(f"{self.state_dir}/"))
             found = binaries.resolve(progress=say, allow_build=allow_build)
@@ -279,7 +293,8 @@ class SimCluster:
         empty_log = self.pod_logs_dir / "unseeded.log"
         empty_log.touch()
         kwok_config = self.state_dir / "kwok.yaml"
-        kwok_config.write_text(kwok.configuration(empty_log=empty_log), encoding="utf-8")
+        tuning = kwok.fleet_tuning(options.nodes)
+        kwok_config.write_text(kwok.configuration(empty_log=empty_log, tuning=tuning), encoding="utf-8")
         state = ClusterState(
             name=self.name,
             options=options,
@@ -294,7 +309,7 @@ class SimCluster:
 
         def launch(component: str) -> None:
             nonlocal state
-            argv = self._argv(component, found, certs, ports)
+            argv = self._argv(component, found, certs, ports, tuning)
             record = processes.start(
                 component, argv, self.state_dir / "logs" / f"{component}.log", die_with_parent=die_with_parent
             )
@@ -317,7 +332,14 @@ class SimCluster:
             raise
         return state
 
-    def _argv(self, component: str, found: binaries.Binaries, certs: pki.Pki, ports: dict[str, int]) -> list[str]:
+    def _argv(
+        self,
+        component: str,
+        found: binaries.Binaries,
+        certs: pki.Pki,
+        ports: dict[str, int],
+        tuning: kwok.FleetTuning,
+    ) -> list[str]:
         kubeconfig = str(self.kubeconfig)
         etcd_url = f"http://{LOOPBACK}:{ports['etcd']}"
         peer_url = f"http://{LOOPBACK}:{ports['etcd-peer']}"
@@ -354,12 +376,14 @@ class SimCluster:
                 f"--kubelet-client-certificate={certs.admin_cert}",
                 f"--kubelet-client-key={certs.admin_key}",
                 "--kubelet-preferred-address-types=InternalIP,Hostname",
-                # watches are served from etcd, so a compaction yields a real 410 Gone to
-                # clients that resume from an old resourceVersion (as a busy cache window does)
-                "--watch-cache=false",
+                # small fleets: watches are served from etcd, so a compaction yields a real 410 Gone
+                # to clients that resume from an old resourceVersion (as a busy cache window does);
+                # large fleets use the cache (kwok.FleetTuning.watch_cache)
+                f"--watch-cache={'true' if tuning.watch_cache else 'false'}",
                 "--profiling=false",
             ]
         if component == "kube-controller-manager":
+            grace = tuning.node_monitor_grace_seconds
             return [
                 str(found["kube-controller-manager"]),
                 f"--kubeconfig={kubeconfig}",
@@ -376,6 +400,7 @@ class SimCluster:
                 "--controllers=*",
                 "--kube-api-qps=100",
                 "--kube-api-burst=200",
+                *([f"--node-monitor-grace-period={grace}s"] if grace else []),
                 "--profiling=false",
             ]
         if component == "kube-scheduler":
@@ -401,7 +426,7 @@ class SimCluster:
                 f"--server-address={LOOPBACK}:{ports['kwok']}",
                 f"--tls-cert-file={certs.kwok_cert}",
                 f"--tls-private-key-file={certs.kwok_key}",
-                f"--node-lease-duration-seconds={kwok.NODE_LEASE_SECONDS}",
+                f"--node-lease-duration-seconds={tuning.lease_seconds}",
                 "--enable-crds=Logs",
             ]
         raise errors.InternalError(f"unknown control-plane component {component!r}")
@@ -445,9 +470,14 @@ class SimCluster:
     def _converge_nodes(self, kube: KubeClient, state: ClusterState, say: Progress) -> None:
         """Create the nodes the options ask for, replace changed ones, delete the rest."""
         desired = nodes.layout(state.options)
-        existing = {n["metadata"]["name"]: n for n in kube.list_nodes({nodes.CLUSTER_LABEL: self.name})}
+        existing = {
+            n["metadata"]["name"]: n["metadata"].get("annotations", {}).get(SPEC_DIGEST_ANNOTATION)
+            for n in kube.list_nodes({nodes.CLUSTER_LABEL: self.name})
+        }
         created = replaced = 0
-        for node in desired:
+
+        def converge(node: nodes.SimNode) -> bool | None:
+            """Create (True), replace (False) or leave (None) one node."""
             log = self.kernel_log(node.name)
             log.parent.mkdir(parents=True, exist_ok=True)
             log.touch()
@@ -456,14 +486,18 @@ class SimCluster:
             )
             digest = serialization.digest(manifest)
             manifest["metadata"]["annotations"][SPEC_DIGEST_ANNOTATION] = digest
-            current = existing.get(node.name)
-            if current is not None:
-                if current["metadata"].get("annotations", {}).get(SPEC_DIGEST_ANNOTATION) == digest:
-                    continue
+            fresh = node.name not in existing
+            if not fresh:
+                if existing[node.name] == digest:
+                    return None
                 kube.delete("v1", "Node", node.name)
-                replaced += 1
             kube.create(manifest)
-            created += 1
+            return fresh
+
+        with concurrent.futures.ThreadPoolExecutor(CREATE_WORKERS, thread_name_prefix="sim-nodes") as pool:
+            for outcome in pool.map(converge, desired):
+                created += outcome is not None
+                replaced += outcome is False
         wanted = {n.name for n in desired}
         surplus = sorted(set(existing) - wanted)
         for name in surplus:
@@ -477,7 +511,8 @@ class SimCluster:
         def nodes_ready() -> bool:
             return sum(_ready(n) for n in kube.list_nodes({nodes.CLUSTER_LABEL: self.name})) == want
 
-        self._wait(nodes_ready, state, deadline, "kwok", f"{want} Ready nodes")
+        interval = max(0.2, want / READY_POLL_NODES_PER_SECOND)
+        self._wait(nodes_ready, state, deadline, "kwok", f"{want} Ready nodes", interval_seconds=interval)
         say(f"{want} nodes Ready")
 
         def service_account() -> bool:
@@ -492,12 +527,21 @@ class SimCluster:
             lambda: _port_open(state.ports["kube-scheduler"]), state, deadline, "kube-scheduler", "its secure port"
         )
 
-    def _wait(self, check: Callable[[], bool], state: ClusterState, deadline: float, component: str, what: str) -> None:
+    def _wait(
+        self,
+        check: Callable[[], bool],
+        state: ClusterState,
+        deadline: float,
+        component: str,
+        what: str,
+        *,
+        interval_seconds: float = 0.2,
+    ) -> None:
         """Poll `check` until it holds; a component that exits, or the deadline, fails with its log's tail.
 
         `component` is the one whose readiness `check` reflects, so a timeout names it and shows its log.
         """
-        for _ in retry.attempts(timeout_seconds=deadline - time.monotonic(), backoff=retry.Backoff(0.2)):
+        for _ in retry.attempts(timeout_seconds=deadline - time.monotonic(), backoff=retry.Backoff(interval_seconds)):
             for record in state.processes:
                 if not processes.alive(record):
                     raise errors.UnavailableError(

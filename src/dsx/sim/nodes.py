@@ -27,6 +27,8 @@ BLOCK_LABEL = "topology.dsx.run/block"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 RACKS_PER_BLOCK = 8
 PODS_PER_NODE = 110
+MAX_NODES = 10_000
+"""The largest fleet one 2-core machine runs (docs/sim.md, "Fleet size")."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ class SimOptions:
             raise errors.BadInputError(
                 errors.allowed_values_message("dsx sim", "os", self.os, profiles.OPERATING_SYSTEMS)
             )
-        if not 1 <= self.nodes <= 1000:
-            raise errors.BadInputError(f"dsx sim: nodes: {self.nodes} is out of range; allowed: 1..1000")
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise errors.BadInputError(f"dsx sim: nodes: {self.nodes} is out of range; allowed: 1..{MAX_NODES}")
         gpus = board.gpus_per_node if self.gpus_per_node is None else self.gpus_per_node
         if not 1 <= gpus <= 16:
             raise errors.BadInputError(f"dsx sim: gpus-per-node: {gpus} is out of range; allowed: 1..16")

@@ -41,6 +41,22 @@ _CHECKED: set[Path] = set()
 
 _INIT_HINT = "give --init to create the event store in it, or --store the right file"
 
+_WRITERS: dict[Path, threading.RLock] = {}
+_WRITERS_GUARD = threading.Lock()
+
+
+def _writer_lock(path: Path) -> threading.RLock:
+    """One lock per file for this process's write transactions.
+
+    A sentinel opens one file on many connections (ingestion, analyzer, each stage). Left to
+    SQLite, a writer that finds the file locked sleeps in its busy handler (1, 2, 5 … 100 ms
+    steps) even when the lock is released a microsecond later; under fleet traffic those sleeps
+    were most of a fault's time to cordon. Queued here, the next writer starts the moment the
+    last one commits; other processes still queue on the file lock (`busy_timeout_seconds`).
+    """
+    with _WRITERS_GUARD:
+        return _WRITERS.setdefault(path.resolve(), threading.RLock())
+
 
 def _stays_empty(path: Path, *, wait_seconds: float = 1.0) -> bool:
     """A zero-byte file that stays so: another process creating the store writes its header within milliseconds."""
@@ -77,6 +93,7 @@ class SqliteEventStore(sql.SqlEventStore):
         self._appended = threading.Condition(self._lock)
         if not self.path.parent.is_dir():
             raise BadInputError(f"sqlite:///{self.path}: directory {self.path.parent} does not exist")
+        self._writer = _writer_lock(self.path)
         existed = self.path.exists()
         if existed and not init and _stays_empty(self.path):
             raise BadInputError(f"sqlite:///{self.path}: the file is empty (0 bytes), not an event store; {_INIT_HINT}")
@@ -121,7 +138,7 @@ class SqliteEventStore(sql.SqlEventStore):
 
     @contextlib.contextmanager
     def transaction(self, *, write: bool) -> Iterator[sql.Cursor]:
-        with self._lock, self._errors():
+        with self._lock, self._writer if write else contextlib.nullcontext(), self._errors():
             cur = self._connection.cursor()
             cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:

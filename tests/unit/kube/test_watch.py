@@ -143,3 +143,22 @@ def test_a_denied_watch_raises_forbidden() -> None:
     watch.sync()
     with pytest.raises(errors.ForbiddenError, match="nodes is forbidden"):
         next(iter(watch.events(timeout_seconds=5)))
+
+
+def test_the_view_holds_what_keep_projects_while_events_carry_whole_objects() -> None:
+    def whole(name: str, version: str) -> dict[str, Any]:
+        return {**_node(name, version), "status": {"images": ["x" * 100]}}
+
+    script = Script(
+        lists=[{"metadata": {"resourceVersion": "10"}, "items": [whole("a", "5")]}],
+        watches=[
+            _lines({"type": "MODIFIED", "object": whole("a", "11")}, {"type": "ADDED", "object": whole("b", "12")})
+        ],
+    )
+    client = httpx2.Client(base_url="https://api", transport=httpx2.MockTransport(script))
+    watch = ResourceWatch(client, "/api/v1/nodes", keep=lambda o: {"metadata": o["metadata"]})
+    watch.sync()
+    assert watch.objects == {"/a": _node("a", "5")}
+    seen = list(watch.events(timeout_seconds=0.5))
+    assert [e.object for e in seen[:2]] == [whole("a", "11"), whole("b", "12")]
+    assert watch.objects == {"/a": _node("a", "11"), "/b": _node("b", "12")}

@@ -54,3 +54,15 @@ def test_documented_annotations_are_the_ones_the_stages_read() -> None:
 def test_logs_crd_is_the_kwok_group() -> None:
     assert kwok.LOGS_CRD["metadata"]["name"] == f"logs.{kwok.KWOK_GROUP}"
     assert kwok.LOGS_CRD["spec"]["names"]["kind"] == "Logs"
+
+
+def test_a_large_fleet_gets_long_leases_and_a_grace_period_beyond_them(tmp_path: Path) -> None:
+    small, large = kwok.fleet_tuning(kwok.LARGE_FLEET_NODES), kwok.fleet_tuning(kwok.LARGE_FLEET_NODES + 1)
+    assert small == kwok.FleetTuning(kwok.NODE_LEASE_SECONDS, None)
+    assert large.node_monitor_grace_seconds is not None
+    assert large.node_monitor_grace_seconds > large.lease_seconds > small.lease_seconds
+    assert large.watch_cache and not small.watch_cache  # small fleets keep real 410 Gone
+    docs = serialization.parse_yaml_documents(
+        kwok.configuration(empty_log=tmp_path / "e.log", tuning=large), source="kwok.yaml"
+    )
+    assert docs[0]["options"]["nodeLeaseDurationSeconds"] == large.lease_seconds

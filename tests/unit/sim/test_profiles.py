@@ -7,7 +7,7 @@ import pytest
 
 from dsx import errors
 from dsx.cli import sim_cmd
-from dsx.sim import profiles
+from dsx.sim import nodes, profiles
 
 
 def test_every_accelerator_is_described_and_offered_by_the_cli() -> None:
@@ -15,6 +15,7 @@ def test_every_accelerator_is_described_and_offered_by_the_cli() -> None:
     assert sim_cmd.ACCELERATORS == profiles.ACCELERATORS
     assert sim_cmd.SERVICES == profiles.SERVICES
     assert sim_cmd.OPERATING_SYSTEMS == profiles.OPERATING_SYSTEMS
+    assert sim_cmd.MAX_NODES == nodes.MAX_NODES
     assert tuple(profiles.platform().services) == profiles.SERVICES
     assert tuple(profiles.platform().operating_systems) == profiles.OPERATING_SYSTEMS
 

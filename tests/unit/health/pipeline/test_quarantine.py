@@ -236,3 +236,21 @@ def test_stage_switches_default_off_and_enable_turns_them_on() -> None:
     assert shipped.with_overrides(enable=[Stage.DRAIN], dry_run=True).switch(Stage.DRAIN).acting is False
     with pytest.raises(BadInputError, match="stage: 'drian' is not allowed; allowed values: analyzer, quarantine"):
         policy.parse_stages("quarantine,drian")
+
+
+def test_routine_traffic_is_decided_without_reading_the_node(store, clock, observer) -> None:
+    class CountingReads(type(cluster())):  # type: ignore[misc]
+        reads = 0
+
+        def get_node(self, name):
+            CountingReads.reads += 1
+            return super().get_node(name)
+
+    fleet = CountingReads([gpu_node("n1")])
+    h = handler(store, fleet, policy_with(Stage.QUARANTINE), clock, observer)
+    records = run(store, h, informational(), gpu_check("n1", healthy=True))
+    assert [records[1]["disposition"], records[2]["disposition"]] == ["not-fatal", "no-incident"]
+    assert CountingReads.reads == 0
+    records = run(store, h, xid())  # a fault still reads the node it cordons
+    assert records[3]["disposition"] == "quarantined"
+    assert CountingReads.reads == 1

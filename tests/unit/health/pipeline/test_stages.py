@@ -150,3 +150,31 @@ def test_an_outage_is_retried_for_as_long_as_it_lasts_never_dead_lettered(store)
     record = store.stage_record("stage", 1)
     assert record is not None and record.status is StageStatus.DONE
     assert len(handler.calls) == 11 and runner.errors == 10 and runner.dead_letters == 0
+
+
+def test_dispatches_finished_together_are_acknowledged_in_one_write(store) -> None:
+    handler = Recorder("stage")
+    handler.delay = 0.05
+    store.append([xid(f"n{i}", "79") for i in range(16)])
+    acks: list[int] = []
+    real_ack = store.ack
+
+    def counting_ack(consumer, owner, outcomes):  # type: ignore[no-untyped-def]
+        acks.append(len(outcomes))
+        return real_ack(consumer, owner, outcomes)
+
+    store.ack = counting_ack  # type: ignore[method-assign]
+    runner = stages.StageRunner(store, handler, owner="t", workers=16)
+    try:
+        runner.step()  # all sixteen nodes dispatched at once
+        deadline = time.monotonic() + 10
+        while runner.busy_nodes and time.monotonic() < deadline:
+            time.sleep(0.01)
+            if all(d.future is not None and d.future.done() for d in runner._running.values()):
+                break
+        drive(store, runner)
+    finally:
+        runner.close()
+    assert store.cursor("stage") == 16
+    assert sum(acks) == 16
+    assert len(acks) < 16  # not one write per node

@@ -1,0 +1,105 @@
+"""Appends from many threads committed together: one store transaction per round, not per caller.
+
+The sentinel's `POST /v1/events` serves each request on its own thread, and at fleet size most
+requests carry one or two events (each node's monitor posts what it read since its last poll).
+One transaction per request spends the store's time on BEGIN, the sequence lookup and COMMIT
+(an fsync on PostgreSQL) rather than on events. Here the first caller to find no write in
+progress becomes the writer: it takes every queued request (up to `max_events_per_round`),
+appends them in one `EventStore.append`, hands each caller its own slice of the result, and
+repeats until its own request is done; callers arriving meanwhile queue behind it. Each caller
+still returns only after its events are committed, so the ingestion contract (202 means
+stored) is unchanged. The queue is bounded: past `max_pending_events` callers wait for room.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dsx.health.eventstore import Appended, EventStore
+from dsx.model.health import HealthEvent
+
+MAX_EVENTS_PER_ROUND = 5000
+MAX_PENDING_EVENTS = 50_000
+
+
+@dataclass(eq=False)
+class _Request:
+    events: Sequence[HealthEvent]
+    result: list[Appended] = field(default_factory=list)
+    error: BaseException | None = None
+    done: bool = False
+
+
+class GroupCommit:
+    """`append` for many threads over one store; see the module docstring."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        max_events_per_round: int = MAX_EVENTS_PER_ROUND,
+        max_pending_events: int = MAX_PENDING_EVENTS,
+    ) -> None:
+        self._store = store
+        self._max_round = max_events_per_round
+        self._max_pending = max_pending_events
+        self._changed = threading.Condition()
+        self._queue: deque[_Request] = deque()
+        self._pending_events = 0
+        self._writing = False
+        self.rounds = 0
+        """Transactions committed (requests / rounds is the batching achieved)."""
+
+    def append(self, events: Sequence[HealthEvent]) -> list[Appended]:
+        if not events:
+            return []
+        request = _Request(events)
+        with self._changed:
+            # bounded: wait for room, unless nothing is queued (a single oversized request still goes)
+            self._changed.wait_for(lambda: self._pending_events + len(events) <= self._max_pending or not self._queue)
+            self._queue.append(request)
+            self._pending_events += len(events)
+            self._changed.wait_for(lambda: request.done or not self._writing)
+            if not request.done:
+                self._writing = True
+        if not request.done:
+            self._write_until(request)
+        if request.error is not None:
+            raise request.error
+        return request.result
+
+    def _write_until(self, mine: _Request) -> None:
+        try:
+            while not mine.done:
+                with self._changed:
+                    batch = [self._queue.popleft()]
+                    size = len(batch[0].events)
+                    while self._queue and size + len(self._queue[0].events) <= self._max_round:
+                        size += len(self._queue[0].events)
+                        batch.append(self._queue.popleft())
+                self._commit(batch)
+        finally:
+            with self._changed:
+                self._writing = False
+                self._changed.notify_all()
+
+    def _commit(self, batch: list[_Request]) -> None:
+        try:
+            appended = self._store.append([event for request in batch for event in request.events])
+        except BaseException as exc:  # every caller in the round sees the store's error, as it would alone
+            for request in batch:
+                request.error = exc
+        else:
+            start = 0
+            for request in batch:
+                request.result = appended[start : start + len(request.events)]
+                start += len(request.events)
+        with self._changed:
+            self.rounds += 1
+            for request in batch:
+                request.done = True
+                self._pending_events -= len(request.events)
+            self._changed.notify_all()
