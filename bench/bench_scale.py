@@ -166,9 +166,9 @@ def policy_file(folder: Path) -> Path:
         "apiVersion": policy_module.API_VERSION,
         "kind": policy_module.KIND,
         "stages": {"quarantine": {"enabled": True}, "analyzer": {"enabled": True}},
-        "gpu_node_selector": {CLUSTER_LABEL: CLUSTER},
-        "breaker": {"enabled": True, "max_quarantined_percent": 50.0},
-        "monitors": {"kube_objects": True},
+        "gpuNodeSelector": {CLUSTER_LABEL: CLUSTER},
+        "breaker": {"enabled": True, "maxQuarantinedPercent": 50.0},
+        "monitors": {"kubeObjects": True},
     }
     policy_module.from_dict(document, source="bench")  # refuse a bad document here, not in the child
     path = folder / "policy.yaml"

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from dsx.health.inmemory import InMemoryEventStore
 
 from dsx import errors
 from dsx.health.eventstore import Appended
 from dsx.model.health import ComponentClass, HealthEvent
 from dsx.store.group_commit import GroupCommit
+from dsx.testing.inmemory import InMemoryEventStore
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
