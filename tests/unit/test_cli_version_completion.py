@@ -62,7 +62,7 @@ def test_the_script_gets_commands_and_subcommands_back() -> None:
     env = dict(os.environ, _DSX_COMPLETE="bash_complete", COMP_WORDS="dsx sim l", COMP_CWORD="2")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-m", "dsx"], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout.split() == ["plain,list"]
+    assert done.returncode == 0 and done.stdout.split() == ["plain,list", "plain,load"]
 
 
 def test_an_unknown_shell_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
