@@ -37,10 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from dsx import serialization
 from dsx.api import security
-from dsx.controllers import sentinel, sentinel_wiring
+from dsx.controllers import sentinel, sentinel_wiring, sim_load
 from dsx.health import policy as policy_module
 from dsx.kube.client import KubeClient
-from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, RecommendedAction
 from dsx.sim.cluster import SimCluster
 from dsx.sim.nodes import SimOptions
 
@@ -168,22 +167,7 @@ def measure_throughput(folder: Path, client: KubeClient, kubeconfig: Path) -> tu
     try:
         time.sleep(1.0)
         now = datetime.now(UTC)
-        events = [
-            HealthEvent(
-                agent="bench",
-                component_class=ComponentClass.GPU,
-                check_name="GpuFallenOffBus",
-                node_name=name,
-                generated_at=now,
-                is_fatal=True,
-                is_healthy=False,
-                message="GPU has fallen off the bus",
-                recommended_action=RecommendedAction.RESTART_BM,
-                error_codes=("79",),
-                entities=(Entity(EntityType.GPU, "0"),),
-            ).to_dict()
-            for name in names
-        ]
+        events = [sim_load.fault_event(name, now).to_dict() for name in names]
         assert run.http is not None
         request = urllib.request.Request(
             f"http://127.0.0.1:{run.http.port}/v1/events",

@@ -131,7 +131,6 @@ class FleetLoad:
         order = list(plan.nodes)
         random.Random(plan.seed).shuffle(order)
         self._fault_order = order
-        self._faults_due = 0
 
     def run(self) -> LoadReport:
         started = time.monotonic()
