@@ -187,9 +187,15 @@ class SentinelRuntime:
         stores = [quarantine_store, drain_store, remediation_store, recertify_store]
         self.runners = [
             stages.StageRunner(
-                s, h, owner=options.owner, workers=options.workers, waker=self.waker, dead_letter=policy.dead_letter
+                s,
+                h,
+                owner=options.owner,
+                workers=options.workers,
+                waker=self.waker,
+                dead_letter=policy.dead_letter,
+                enabled=policy.switch(stage).enabled,
             )
-            for s, h in zip(stores, handlers, strict=True)
+            for s, h, stage in zip(stores, handlers, PIPELINE, strict=True)
         ]
         if self.parts.recertifier is not None:
             self.validations = validation_requests.ValidationRunner(

@@ -208,6 +208,14 @@ class EventStore(Protocol):
         """Every event up to this sequence is acknowledged by the consumer (0 for a new consumer)."""
         ...
 
+    def follow(self, consumer: str, upstream: str | None) -> int:
+        """Move the consumer's cursor up to `upstream`'s (None: the newest event) without a record per
+        event, dropping its open leases behind it; returns how far it moved (0: already there).
+
+        For a stage that is switched off: it does nothing with any event, so it writes nothing per
+        event, while the stages after it still wait for it in order."""
+        ...
+
     def cursors(self) -> dict[str, int]: ...
 
     # node state projection

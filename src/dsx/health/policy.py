@@ -3,7 +3,7 @@
 Why one file: an operator reviews one document to know what the sentinel may do to a fleet.
 Stages that change the cluster (quarantine, drain, remediation, recertify, validation) are
 OFF unless the file (or `--enable`) turns them on, as NVSentinel ships observing only; a stage
-that is off records `stage-disabled` for each event and does nothing else. A global `dryRun`
+that is off does nothing and writes nothing per event (its cursor follows the stage before it). A global `dryRun`
 and a per-stage `dryRun` make an enabled stage record what it would do without touching the
 cluster or the node states (so the stages after it stay idle: to see the whole chain without
 acting, use `dsx sentinel replay`).

@@ -111,9 +111,12 @@ class StageRunner:
         waker: Waker | None = None,
         clock: Callable[[], float] = time.monotonic,
         dead_letter: DeadLetterSettings | None = None,
+        enabled: bool = True,
     ) -> None:
         self.store = store
         self.handler = handler
+        self.enabled = enabled
+        """Off: the handler never runs and the cursor follows the upstream stage's (`EventStore.follow`)."""
         self.owner = owner
         self.batch_size = batch_size
         self.lease_seconds = lease_seconds
@@ -152,7 +155,11 @@ class StageRunner:
         """Acknowledge finished work, then dispatch what is ready.
 
         Returns how many events were acknowledged or handed to a worker (0: nothing to do now).
+        A stage that is off only moves its cursor up to its upstream's: no claim, no record per
+        event (at fleet traffic those writes were most of the store's load).
         """
+        if not self.enabled:
+            return self.store.follow(self.handler.name, self.handler.upstream)
         progressed = self._flush() + self._collect()
         now = self._clock()
         if self.store.last_sequence() > self._seen or now - self._claimed_at > self.lease_seconds / 3:

@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -268,6 +269,7 @@ class SqlEventStore(abc.ABC):
             last = int(cur.fetchone()[0])
             rows: list[tuple[Any, ...]] = []
             out: list[Appended] = []
+            written: list[tuple[tuple[int, float, str], StoredEvent]] = []
             for key, event in zip(keys, events, strict=True):
                 existing = known.get(key)
                 if existing is not None:
@@ -275,8 +277,10 @@ class SqlEventStore(abc.ABC):
                     continue
                 last += 1
                 known[key] = last
-                rows.append((last, key, event.node_name, event.generated_at.timestamp(), stored_at, _document(event)))
+                document = _document(event)
+                rows.append((last, key, event.node_name, event.generated_at.timestamp(), stored_at, document))
                 out.append(Appended(last, key, created=True))
+                written.append(((last, stored_at, document), StoredEvent(last, _at(stored_at), event)))
             if rows:
                 cur.executemany(
                     "INSERT INTO events (sequence, idempotency_key, node_name, generated_at, stored_at, document)"
@@ -284,6 +288,8 @@ class SqlEventStore(abc.ABC):
                     rows,
                 )
                 self.notify(cur, last)
+        for row_key, stored in written:  # committed: the consumers will read these rows back
+            _DECODED.put(row_key, stored)
         return out
 
     def _existing_keys(self, cur: Cursor, keys: Sequence[str]) -> dict[str, int]:
@@ -427,13 +433,28 @@ class SqlEventStore(abc.ABC):
                     fresh.setdefault(outcome.sequence, outcome)
             if fresh:
                 self._put_stage_records(cur, consumer, list(fresh.values()), now)
+                run_end = position  # the run right after the cursor moves it directly: no delivery row to mark
+                while run_end + 1 in fresh:
+                    run_end += 1
                 cur.executemany(
                     "INSERT INTO deliveries (consumer, sequence, owner, lease_until, acked) VALUES (?, ?, ?, ?, 1)"
                     " ON CONFLICT (consumer, sequence) DO UPDATE SET acked = 1",
-                    [(consumer, sequence, owner, now) for sequence in fresh],
+                    [(consumer, sequence, owner, now) for sequence in fresh if not position < sequence <= run_end],
                 )
-                self._advance(cur, consumer, position)
+                self._advance(cur, consumer, position, run_end)
         return len(fresh)
+
+    def follow(self, consumer: str, upstream: str | None) -> int:
+        target = self.last_sequence() if upstream is None else self.cursor(upstream)
+        if target <= self.cursor(consumer):
+            return 0  # nothing to move: no write transaction
+        with self.transaction(write=True) as cur:
+            position = self._lock_consumer(cur, consumer)
+            if target <= position:
+                return 0
+            cur.execute("UPDATE consumer_cursors SET position = ? WHERE consumer = ?", (target, consumer))
+            cur.execute("DELETE FROM deliveries WHERE consumer = ? AND sequence <= ?", (consumer, target))
+        return target - position
 
     def _acked(self, cur: Cursor, consumer: str, sequences: Sequence[int], *, acked: int = 1) -> set[int]:
         found: set[int] = set()
@@ -451,13 +472,21 @@ class SqlEventStore(abc.ABC):
         """Events behind the cursor with an open delivery: re-opened, so they may be acknowledged again."""
         return self._acked(cur, consumer, behind, acked=0) if behind else set()
 
-    def _advance(self, cur: Cursor, consumer: str, position: int) -> None:
-        """Move the cursor over the acknowledged run right after it; sequences have no gaps."""
+    def _advance(self, cur: Cursor, consumer: str, position: int, acked_through: int | None = None) -> None:
+        """Move the cursor over the acknowledged run right after it; sequences have no gaps.
+
+        `acked_through`: the caller just acknowledged every event from the cursor to here (their
+        delivery rows, still open, go now)."""
+        new_position = position if acked_through is None else acked_through
+        if new_position > position:
+            cur.execute(
+                "DELETE FROM deliveries WHERE consumer = ? AND sequence > ? AND sequence <= ?",
+                (consumer, position, new_position),
+            )
         cur.execute(
             "SELECT sequence FROM deliveries WHERE consumer = ? AND acked = 1 AND sequence > ? ORDER BY sequence",
-            (consumer, position),
+            (consumer, new_position),
         )
-        new_position = position
         for (sequence,) in cur.fetchall():
             if int(sequence) != new_position + 1:
                 break
@@ -772,9 +801,42 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+class _DecodedEvents:
+    """Stored events already parsed in this process, keyed by their row (sequence, time, document).
+
+    Why: every consumer of the store (analyzer, each stage) reads every event, and a stage
+    re-reads the events it holds when it renews their leases; parsing and validating the same
+    document again each time was most of the sentinel's CPU under fleet traffic. A stored row
+    never changes, and the key holds the whole document, so a hit is the same event as a parse
+    (an altered row is a new key, parsed and checked again). Appends put what they wrote here.
+    Bounded: the oldest entries go first.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._events: dict[tuple[int, float, str], StoredEvent] = {}
+        self._lock = threading.Lock()
+
+    def get(self, row: Sequence[Any]) -> StoredEvent:
+        key = (int(row[0]), float(row[1]), str(row[2]))
+        found = self._events.get(key)
+        if found is None:
+            found = StoredEvent(key[0], _at(key[1]), HealthEvent.from_dict(json.loads(key[2]), source="event store"))
+            self.put(key, found)
+        return found
+
+    def put(self, key: tuple[int, float, str], stored: StoredEvent) -> None:
+        with self._lock:
+            self._events[key] = stored
+            while len(self._events) > self.capacity:
+                del self._events[next(iter(self._events))]
+
+
+_DECODED = _DecodedEvents(8192)
+
+
 def _stored_event(row: Sequence[Any]) -> StoredEvent:
-    sequence, stored_at, document = row
-    return StoredEvent(int(sequence), _at(stored_at), HealthEvent.from_dict(json.loads(document), source="event store"))
+    return _DECODED.get(row)
 
 
 def _breaker(row: Sequence[Any]) -> dict[str, Any]:

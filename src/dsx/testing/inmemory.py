@@ -206,6 +206,20 @@ class InMemoryEventStore:
         with self._lock:
             return self._cursors.get(consumer, 0)
 
+    def follow(self, consumer: str, upstream: str | None) -> int:
+        with self._lock:
+            target = len(self._events) if upstream is None else self._cursors.get(upstream, 0)
+            position = self._cursors.get(consumer, 0)
+            if target <= position:
+                return 0
+            self._cursors[consumer] = target
+            self._acked.setdefault(consumer, set()).difference_update(range(position + 1, target + 1))
+            reopened = self._reopened.setdefault(consumer, set())
+            reopened.difference_update({s for s in reopened if s <= target})
+            for sequence in range(position + 1, target + 1):
+                self._leases.pop((consumer, sequence), None)
+            return target - position
+
     def cursors(self) -> dict[str, int]:
         with self._lock:
             return dict(sorted(self._cursors.items()))

@@ -147,6 +147,36 @@ def test_begin_records_intent_and_ack_completes_it(store: EventStore, make_event
     assert store.stage_record("analyzer", 1) is None
 
 
+def test_an_ack_of_the_run_after_the_cursor_also_covers_later_acknowledged_events(
+    store: EventStore, make_event: MakeEvent
+) -> None:
+    store.append([make_event(i) for i in range(6)])
+    assert len(store.claim("drain", "w1")) == 6
+    assert store.ack("drain", "w1", [StageOutcome(5)]) == 1  # out of order: waits for 1..4
+    assert store.ack("drain", "w1", [StageOutcome(s) for s in (1, 2, 3)]) == 3
+    assert store.cursor("drain") == 3
+    assert [s.sequence for s in store.claim("drain", "w1")] == [4, 6]
+    assert store.ack("drain", "w1", [StageOutcome(4)]) == 1
+    assert store.cursor("drain") == 5  # 4 closed the gap before the earlier 5
+    assert store.ack("drain", "w1", [StageOutcome(3), StageOutcome(6)]) == 1  # 3 was acknowledged already
+    assert store.cursor("drain") == 6
+    assert store.claim("drain", "w1") == []
+
+
+def test_follow_moves_a_cursor_to_its_upstream_without_records(store: EventStore, make_event: MakeEvent) -> None:
+    store.append([make_event(i) for i in range(5)])
+    assert len(store.claim("drain", "old-owner")) == 5  # open leases of when the stage was on
+    store.ack("quarantine", "w", [StageOutcome(s, StageStatus.SKIPPED, {"why": "healthy"}) for s in (1, 2, 3)])
+    assert store.follow("drain", "quarantine") == 3
+    assert store.cursor("drain") == 3
+    assert store.follow("drain", "quarantine") == 0  # already there
+    assert all(r.stage != "drain" for s in range(1, 6) for r in store.stage_records(s))
+    assert [s.sequence for s in store.claim("drain", "new-owner", lease_seconds=30)] == []  # 4, 5 still leased
+    assert store.follow("remediation", None) == 5  # the first stage follows the newest event
+    assert store.follow("recertify", "never-seen") == 0
+    assert store.cursors() == {"drain": 3, "quarantine": 3, "remediation": 5}
+
+
 def test_consumers_have_independent_cursors(store: EventStore, make_event: MakeEvent) -> None:
     store.append([make_event(i) for i in range(4)])
     for consumer in ("analyzer", "quarantine"):

@@ -68,6 +68,21 @@ def test_a_stage_waits_for_its_upstream_per_event(store) -> None:
     assert store.cursor("second") == 2
 
 
+def test_a_stage_that_is_off_never_runs_its_handler_and_follows_its_upstream(store) -> None:
+    first, off, third = Recorder("first"), Recorder("off", upstream="first"), Recorder("third", upstream="off")
+    store.append([xid("a"), xid("b", "48"), xid("c")])
+    runners = [
+        stages.StageRunner(store, first, owner="t", workers=0),
+        stages.StageRunner(store, off, owner="t", workers=0, enabled=False),
+        stages.StageRunner(store, third, owner="t", workers=0),
+    ]
+    drive(store, *runners)
+    assert off.calls == []
+    assert store.cursors() == {"first": 3, "off": 3, "third": 3}
+    assert sorted(third.calls) == [("a", [1]), ("b", [2]), ("c", [3])]  # behind the stage that is off
+    assert all(r.stage != "off" for s in (1, 2, 3) for r in store.stage_records(s))
+
+
 def test_upstream_records_past_a_blocked_event_let_other_nodes_through(store) -> None:
     """One node stuck in the upstream stage must not hold back every other node downstream."""
     store.append([xid("slow"), xid("fast", "48")])
