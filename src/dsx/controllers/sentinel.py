@@ -96,6 +96,10 @@ class SentinelOptions:
     """Worker threads per stage: nodes handled in parallel."""
     fleet_interval_seconds: float = 5.0
     store_poll_seconds: float = 1.0
+    stage_step_seconds: float = 0.005
+    """Shortest time between two steps of a stage that is on (what a fault may wait for a batch)."""
+    follow_step_seconds: float = 0.05
+    """Same, for a stage that is off: it only moves its cursor after the stage before it."""
     election: leader.ElectionSettings | None = None
     """Act only while holding this Lease; None: act at once (a single replica)."""
     store_init: bool = False
@@ -344,9 +348,15 @@ class SentinelRuntime:
         self._threads.append(thread)
 
     def _stage_loop(self, runner: stages.StageRunner) -> Callable[[], None]:
+        """Step the runner; rest when idle until poked. Steps start at most every `step_interval`:
+        under fleet traffic every POST pokes every stage, and a step per poke was several store
+        transactions per event per stage; pokes within one interval now share a step (and a batch)."""
+        interval = self.options.stage_step_seconds if runner.enabled else self.options.follow_step_seconds
+
         def loop() -> None:
             while not self.stop_event.is_set():
                 seen = self.waker.generation
+                started = time.monotonic()
                 try:
                     progressed = runner.step()
                 except Exception as exc:  # any error: the loop lives on (dsx.controllers.loops)
@@ -357,6 +367,9 @@ class SentinelRuntime:
                 self.loops.ok(f"stage {runner.name}")
                 if not progressed:
                     self.waker.wait(seen, runner.idle_seconds(0.5))
+                rest = started + interval - time.monotonic()
+                if rest > 0:
+                    self.stop_event.wait(rest)
 
         return loop
 
