@@ -18,6 +18,7 @@ class Breaks:
     """A stage runner whose first rounds raise a KeyError (a bug, not a DsxError), then go idle."""
 
     name = "quarantine"
+    enabled = True
 
     def __init__(self, failures: int, stop: threading.Event) -> None:
         self.failures, self.rounds, self.stop = failures, 0, stop
