@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from dsx.controllers import loops, telemetry
-from dsx.controllers.sentinel import SentinelRuntime
-from dsx.health import stages
+from dsx.controllers.sentinel import SentinelOptions, SentinelRuntime
+from dsx.health import policy, stages
 
 
 class Breaks:
@@ -41,6 +41,7 @@ def runtime_parts() -> SentinelRuntime:
     runtime.loops = loops.LoopHealth(runtime.telemetry)
     runtime.stop_event = threading.Event()
     runtime.waker = stages.Waker()
+    runtime.options = SentinelOptions(policy=policy.SentinelPolicy(), store_url="memory:")
     return runtime
 
 
