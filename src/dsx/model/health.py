@@ -361,11 +361,14 @@ def _texts(value: object, source: str, name: str) -> list[str]:
 
 
 def _member(kind: type[_E], value: object, source: str, name: str, *, by_value: bool) -> _E:
-    members = list(kind)
-    for member in members:
-        if (member.value if by_value else member.name) == value:
-            return member
-    allowed = [m.value if by_value else m.name for m in members]
+    lookup: Mapping[Any, _E] = kind._value2member_map_ if by_value else kind.__members__  # type: ignore[assignment]
+    try:
+        found = lookup.get(value) if isinstance(value, str) else None
+    except TypeError:  # an unhashable value is no member either
+        found = None
+    if found is not None:
+        return found
+    allowed = [m.value if by_value else m.name for m in kind]
     raise BadInputError(allowed_values_message(source, name, value, allowed))
 
 

@@ -808,8 +808,9 @@ class _DecodedEvents:
     re-reads the events it holds when it renews their leases; parsing and validating the same
     document again each time was most of the sentinel's CPU under fleet traffic. A stored row
     never changes, and the key holds the whole document, so a hit is the same event as a parse
-    (an altered row is a new key, parsed and checked again). Appends put what they wrote here.
-    Bounded: the oldest entries go first.
+    (an altered row is a new key, parsed and checked again). Appends put what they wrote here,
+    pushing the oldest out; a read that misses does not (a consumer catching up on a backlog
+    larger than the cache would otherwise push out each entry just before it is read).
     """
 
     def __init__(self, capacity: int) -> None:
@@ -822,7 +823,8 @@ class _DecodedEvents:
         found = self._events.get(key)
         if found is None:
             found = StoredEvent(key[0], _at(key[1]), HealthEvent.from_dict(json.loads(key[2]), source="event store"))
-            self.put(key, found)
+            if len(self._events) < self.capacity:
+                self.put(key, found)
         return found
 
     def put(self, key: tuple[int, float, str], stored: StoredEvent) -> None:
