@@ -113,6 +113,19 @@ def test_a_damaged_event_row_is_skipped_and_named_by_readers(durable_backend: Ba
         reader.get(2)
 
 
+def test_a_row_altered_after_it_was_read_is_read_as_it_now_is(durable_backend: Backend) -> None:
+    """Stored events are parsed once per process (`sql._DecodedEvents`): keyed by the whole row, so
+    a row changed behind the store's back is parsed and checked again, never served from memory."""
+    store = durable_backend.open()
+    store.append([make_event(i) for i in range(2)])
+    before = store.get(2)
+    assert before is not None and [e.sequence for e in store.claim("quarantine", "me")] == [1, 2]
+    other = make_event(7)
+    _damage_event(durable_backend, 2, other.canonical_json)
+    after = durable_backend.open().get(2)
+    assert after is not None and after.event == other != before.event
+
+
 def test_a_damaged_event_becomes_a_dead_letter_and_the_consumer_goes_on(durable_backend: Backend) -> None:
     store = durable_backend.open()
     store.append([make_event(i) for i in range(3)])
