@@ -209,6 +209,7 @@ def _duration(seconds: float) -> str:
 
 # -- loading ------------------------------------------------------------------------------------
 
+
 class _RuleDoc(schema.Section, frozen=True):
     name: Annotated[str, msgspec.Meta(min_length=1)]
     match: str

@@ -299,7 +299,7 @@ _Positive = Annotated[float, msgspec.Meta(gt=0)]
 _AtLeastZero = Annotated[float, msgspec.Meta(ge=0)]
 
 
-class _Doc(schema.Section, frozen=True):
+class _Doc(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
     """A section of the file: camelCase keys, unknown keys refused."""
 
 

@@ -6,7 +6,6 @@ escalation once even when it crashes between append and ack."""
 from __future__ import annotations
 
 import logging
-
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -272,7 +271,8 @@ def test_old_snake_case_rules_read_the_same_with_one_warning_per_old_key(caplog:
         "rules.yaml: rules[0].group_by: old snake_case key, read as groupBy; rename it (keys are camelCase)",
         "rules.yaml: rules[0].match: event.check_name: old snake_case field, read as event.checkName;"
         " rename it (keys are camelCase)",
-        "rules.yaml: rules[0].window_seconds: old snake_case key, read as windowSeconds; rename it (keys are camelCase)",
+        "rules.yaml: rules[0].window_seconds: old snake_case key, read as windowSeconds;"
+        " rename it (keys are camelCase)",
     ]
 
 

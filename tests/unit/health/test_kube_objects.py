@@ -138,7 +138,7 @@ def minimal(**changes: Any) -> dict[str, Any]:
         (minimal(predicate="node.status =="), "policies.yaml: policies[0].predicate: invalid CEL"),
         (
             minimal(event={"checkName": "P", "componentClass": "POD", "isFatal": True}),
-            "policies[0].event: componentClass: 'POD' is not allowed; allowed values: GPU, NVSWITCH, NIC, NODE, INSTANCE",
+            "policies[0].event: componentClass: 'POD' is not allowed; allowed values: GPU, NVSWITCH, NIC, NODE",
         ),
         (minimal(enabled="yes"), "policies[0].enabled: expected true or false"),
         (minimal(when="always"), "policies[0]: field: 'when' is not allowed"),
