@@ -52,6 +52,20 @@ def parse_document(document: Any, *, source: str = "request body") -> list[Healt
     return events
 
 
+def deprecation_headers(document: Any) -> dict[str, str] | None:
+    """HTTP headers telling a sender of old snake_case keys to rename them (None when it sent none)."""
+    items = document.get("events", [document]) if isinstance(document, Mapping) else document
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+        return None
+    old = sorted({old for item in items for old, _ in health.old_keys(item)})
+    if not old:
+        return None
+    return {
+        "Deprecation": "true",
+        "Warning": f'299 dsx "old snake_case HealthEvent keys {", ".join(old)}; send camelCase"',
+    }
+
+
 def _warn_old_keys(items: Sequence[Any], source: str) -> None:
     """One warning per old snake_case key a sender uses, the first time this process sees it."""
     found = {old: new for item in items for old, new in health.old_keys(item)}

@@ -76,7 +76,7 @@ def test_posted_events_parse_in_every_accepted_shape() -> None:
         (b"[]", "no events"),
         (b'"text"', "expected a HealthEvent object"),
         (json.dumps([xid().to_dict(), {**xid().to_dict(), "bogus": 1}]).encode(), r"events\[1\]: field: 'bogus'"),
-        (json.dumps({**xid().to_dict(), "idempotency_key": "sha256:00"}).encode(), "does not match the content"),
+        (json.dumps({**xid().to_dict(), "idempotencyKey": "sha256:00"}).encode(), "does not match the content"),
     ],
 )
 def test_bad_posts_are_refused_whole_with_the_item_named(body: bytes, message: str) -> None:
