@@ -6,6 +6,7 @@ a cluster says how to give one. The `/v1/sentinel` API routes read and write the
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,11 @@ def test_api_routes_read_and_write_the_store(store_url) -> None:
         assert posted.status_code == 202 and posted.json() == {"accepted": 2, "created": 1, "sequences": [3, 1]}
         page = client.get("/v1/sentinel/events", headers=auth, params={"node": "n3"}).json()
         assert [e["event"]["nodeName"] for e in page["events"]] == ["n3"]
+        assert "Deprecation" not in posted.headers
+        old = {re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), k): v for k, v in xid("n3").to_dict().items()}
+        again = client.post("/v1/sentinel/events", headers=auth, json={"events": [old]})
+        assert again.status_code == 202 and again.json() == {"accepted": 1, "created": 0, "sequences": [3]}
+        assert again.headers["Deprecation"] == "true" and "is_fatal" in again.headers["Warning"]
         bad = client.post("/v1/sentinel/events", headers=auth, json={"events": [{"agent": "x"}]})
         assert bad.status_code == 400 and "missing required field" in bad.json()["error"]["message"]
         assert client.get("/v1/sentinel/nodes").status_code == 401
