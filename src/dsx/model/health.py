@@ -179,8 +179,7 @@ class HealthEvent:
     def canonical_json(self) -> str:
         """The version-1 record (snake_case keys) as compact ASCII JSON with sorted keys: the stored
         form and the key's input, unchanged by the camelCase wire spelling so keys stay stable."""
-        content = self.content()
-        stored = {_SNAKE.get(name, name): value for name, value in content.items()}
+        stored = dict(zip(_STORED_NAMES[:-1], self._values(), strict=True))  # all but the key
         return json.dumps(stored, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
     @functools.cached_property
@@ -194,25 +193,29 @@ class HealthEvent:
 
     def content(self) -> dict[str, Any]:
         """The JSON-ready record without its key, camelCase: what CEL rules see as `event`."""
-        return {
-            "schemaVersion": self.schema_version,
-            "agent": self.agent,
-            "componentClass": self.component_class.value,
-            "checkName": self.check_name,
-            "nodeName": self.node_name,
-            "generatedAt": format_timestamp(self.generated_at),
-            "isFatal": self.is_fatal,
-            "isHealthy": self.is_healthy,
-            "message": self.message,
-            "recommendedAction": self.recommended_action.name,
-            "customRecommendedAction": self.custom_recommended_action,
-            "errorCodes": list(self.error_codes),
-            "entities": [e.to_dict() for e in self.entities],
-            "metadata": dict(sorted(self.metadata.items())),
-            "processingStrategy": self.processing_strategy.value,
-            "quarantineOverrides": self.quarantine_overrides.to_dict(),
-            "drainOverrides": self.drain_overrides.to_dict(),
-        }
+        return dict(zip(_FIELDS[:-1], self._values(), strict=True))  # all but the key
+
+    def _values(self) -> tuple[Any, ...]:
+        """The JSON values of every field but the key, in `_FIELDS` order (one list for both spellings)."""
+        return (
+            self.schema_version,
+            self.agent,
+            self.component_class.value,
+            self.check_name,
+            self.node_name,
+            format_timestamp(self.generated_at),
+            self.is_fatal,
+            self.is_healthy,
+            self.message,
+            self.recommended_action.name,
+            self.custom_recommended_action,
+            list(self.error_codes),
+            [e.to_dict() for e in self.entities],
+            dict(sorted(self.metadata.items())),
+            self.processing_strategy.value,
+            self.quarantine_overrides.to_dict(),
+            self.drain_overrides.to_dict(),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """`content()` plus the idempotency key (`from_dict` checks a key it is given against the content)."""
@@ -254,8 +257,9 @@ def old_keys(data: object) -> list[tuple[str, str]]:
 def _current(data: Mapping[str, Any]) -> Mapping[str, Any]:
     """`data` with old snake_case keys under their camelCase names (a key given in both spellings
     keeps its old one, which `_parse_event` then refuses as unknown)."""
-    if not any(key in _CAMEL for key in data):
-        return data
+    current = {_CAMEL.get(key, key): value for key, value in data.items()}
+    if len(current) == len(data):
+        return current
     return {_CAMEL[key] if key in _CAMEL and _CAMEL[key] not in data else key: value for key, value in data.items()}
 
 
@@ -334,9 +338,9 @@ _FIELDS = (
     "idempotencyKey",
 )
 _REQUIRED = ("agent", "componentClass", "checkName", "nodeName", "generatedAt", "isFatal", "isHealthy")
-_SNAKE = {name: re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name) for name in _FIELDS}
-"""camelCase field → its version-1 snake_case spelling (the stored form)."""
-_CAMEL = {old: new for new, old in _SNAKE.items() if old != new}
+_STORED_NAMES = tuple(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name) for name in _FIELDS)
+"""The version-1 snake_case spelling of each field (the stored form and the key's input)."""
+_CAMEL = {old: new for new, old in zip(_FIELDS, _STORED_NAMES, strict=True) if old != new}
 """Old snake_case key → camelCase field."""
 
 
