@@ -15,7 +15,6 @@ XidCatalog): top-level checks, old spellings renamed with one warning per key, t
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -26,6 +25,8 @@ import msgspec
 from dsx.errors import BadInputError, allowed_values_message
 
 if TYPE_CHECKING:
+    import logging  # the caller's logger is passed in: `dsx recipe` imports no logging
+
     from msgspec import inspect as mi  # imported where used: only errors and old spellings need it
 
 T = TypeVar("T")
