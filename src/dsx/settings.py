@@ -1,15 +1,20 @@
 """Process-wide defaults, each named once with its unit and reason.
 
 Settings are plain frozen dataclasses passed explicitly. The environment is read in one
-function, `from_env`, which takes the mapping to read (the entry points pass `os.environ`;
-tests pass a dict); `paths()` and `service_account_dir()` are that reading of `os.environ`
-at the moment of the call, so a command sees the variables it was started with.
+function, `from_env`, which takes the mapping to read (tests pass a dict). The process's entry
+point (`dsx.cli.main.main`, through which `dsx serve` and `dsx sentinel run` start the API server
+and the controllers too) reads it once with `entry_point(os.environ)`; while it runs, `paths()`
+and `service_account_dir()` answer with that reading, so every part of a command sees the same
+folders even if something changes the environment later. Library callers without an entry point
+(tests, scripts) get `from_env(os.environ)` at the moment of the call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,8 +102,29 @@ KWOK_VERSION = "0.8.0"
 """KWOK controller driving fake nodes and pods."""
 
 
+_entry: list[PathSettings] = []
+"""What the running entry points read, innermost last (a test may call `main` inside `main`)."""
+_entry_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def entry_point(environ: Mapping[str, str]) -> Iterator[PathSettings]:
+    """Read the environment once for an entry point; `paths()` answers with it until the block ends."""
+    found = from_env(environ)
+    with _entry_lock:
+        _entry.append(found)
+    try:
+        yield found
+    finally:
+        with _entry_lock:
+            _entry.remove(found)
+
+
 def paths() -> PathSettings:
-    """`from_env(os.environ)`: where this process keeps caches and state."""
+    """Where this process keeps caches and state: what the entry point read, else `from_env(os.environ)`."""
+    with _entry_lock:
+        if _entry:
+            return _entry[-1]
     return from_env(os.environ)
 
 

@@ -6,6 +6,7 @@ and the judgement dsx adds (bucket actions, annotations, lost-GPU messages) keep
 from __future__ import annotations
 
 import csv
+import logging
 import re
 from pathlib import Path
 
@@ -192,6 +193,22 @@ def load_raw() -> tuple[dict[str, object], dict[str, list[dict[str, str]]]]:
     return data, workbook
 
 
+def test_old_snake_case_catalog_keys_read_the_same_with_one_warning_each(caplog: pytest.LogCaptureFixture) -> None:
+    data, workbook = load_raw()
+    renames = {"gpuLost": "gpu_lost", "multiLine": "multi_line", "recoveryActions": "recovery_actions"}
+    old = {renames.get(key, key): value for key, value in data.items()}
+    old["sxids"] = [
+        {"nvs_class" if key == "nvsClass" else key: value for key, value in row.items()}
+        for row in old["sxids"]  # type: ignore[attr-defined]
+    ]
+    with caplog.at_level(logging.WARNING, logger="dsx.health.xid"):
+        catalog = xid.catalog_from_dict(old, workbook, source="old.yaml")
+    assert catalog == xid.default_catalog()
+    warned = [r.getMessage().split(": ")[1] for r in caplog.records]
+    assert warned[:3] == ["recovery_actions", "gpu_lost", "multi_line"]
+    assert warned[3:] == [f"sxids[{i}].nvs_class" for i in range(len(warned) - 3)]
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -205,10 +222,26 @@ def load_raw() -> tuple[dict[str, object], dict[str, list[dict[str, str]]]]:
             "'--2': expected up to 64 characters of 0, 1 and -",
         ),
         (lambda d, w: w[xid.WORKBOOK_DECODE][0].update(error_status_hex="one"), "error_status_hex: 'one'"),
-        (lambda d, w: d["gpu_lost"][0].update(patterns=["(unclosed"]), "gpu_lost[0].patterns[0]"),
-        (lambda d, w: d["gpu_lost"][0].update(sources=[]), "every message names where it comes from"),
-        (lambda d, w: d["gpu_lost"][1].update(markers=[]), "gpu_lost[1].markers: expected a list of texts"),
-        (lambda d, w: d["multi_line"][0].update(id="NOPE"), "multi_line[0].id: 'NOPE' is not allowed"),
+        (lambda d, w: d["gpuLost"][0].update(patterns=["(unclosed"]), "gpuLost[0].patterns[0]"),
+        (
+            lambda d, w: d["gpuLost"][0].update(sources=[]),
+            "xid-catalog.yaml: gpuLost[0].sources: [] is out of range; allowed: a list of length at least 1",
+        ),
+        (
+            lambda d, w: d["gpuLost"][1].update(markers=[""]),
+            "xid-catalog.yaml: gpuLost[1].markers[0]: '' is out of range; allowed: a string of length at least 1",
+        ),
+        (lambda d, w: d["multiLine"][0].update(id="NOPE"), "multiLine[0].id: 'NOPE' is not allowed"),
+        (
+            lambda d, w: d["multiLine"][0].update(maxLines=40),
+            "xid-catalog.yaml: multiLine[0].maxLines: 40 is out of range; allowed: an integer at most 16",
+        ),
+        (
+            lambda d, w: d["sxids"][0].update(nvsClass="SEVERE"),
+            "xid-catalog.yaml: sxids[0]: nvsClass: 'SEVERE' is not allowed; allowed values: FATAL, NONFATAL",
+        ),
+        (lambda d, w: d["buckets"].update(NEW={"act": "NONE"}), "xid-catalog.yaml: buckets.NEW: field: 'act'"),
+        (lambda d, w: d.update(colour="red"), "xid-catalog.yaml: field: 'colour' is not allowed; allowed values:"),
     ],
 )
 def test_broken_catalogs_are_refused_with_the_field(mutate, message: str) -> None:  # type: ignore[no-untyped-def]

@@ -51,3 +51,23 @@ def test_replay_table_counts_each_section() -> None:
     assert lines[0] == "policy: p.yaml  events: 3  derived: 1"
     assert "would quarantine: 1" in lines and "  n1  pods: -  waiting for: a/b" in lines
     assert lines[-1] == "breaker: closed"
+
+
+def test_events_table_reads_the_camel_case_event_rows() -> None:
+    row = {
+        "sequence": 3,
+        "storedAt": "2026-01-01T00:00:01+00:00",
+        "generatedAt": "2026-01-01T00:00:00.000000Z",
+        "nodeName": "n1",
+        "checkName": "KernelLogXid",
+        "errorCodes": ["79", "48"],
+        "isFatal": True,
+        "isHealthy": False,
+        "recommendedAction": "RESTART_BM",
+        "message": "GPU has fallen off the bus",
+        "stages": {"quarantine": {"status": "done", "disposition": "cordoned"}},
+    }
+    table = sentinel_render.events_table([row])
+    line = table.splitlines()[-1]
+    for cell in ("3", "2026-01-01T00:00:00", "n1", "KernelLogXid", "79,48", "yes", "RESTART_BM", "cordoned"):
+        assert cell in line

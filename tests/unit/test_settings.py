@@ -1,12 +1,17 @@
-"""`dsx.settings.from_env` is the one reader of the environment: it reads the mapping it is given."""
+"""`dsx.settings.from_env` is the one reader of the environment: it reads the mapping it is given,
+and the CLI's entry point reads `os.environ` with it once per command."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from dsx import settings
+from dsx.cli import main
+from dsx.recipes import catalog
 
 
 def test_explicit_folders_win() -> None:
@@ -25,8 +30,53 @@ def test_xdg_then_home_and_empty_means_unset(monkeypatch: pytest.MonkeyPatch, tm
     assert found.service_account_dir == settings.SERVICE_ACCOUNT_DIR
 
 
-def test_paths_reads_the_process_environment_when_called(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_an_entry_point_paths_reads_the_process_environment_when_called(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("DSX_STATE_DIR", "/first")
     assert settings.paths().state_dir == Path("/first")
     monkeypatch.setenv("DSX_STATE_DIR", "/second")
     assert settings.paths().sim_dir == Path("/second/sim")
+
+
+def test_inside_an_entry_point_paths_is_what_the_entry_point_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSX_CACHE_DIR", "/read-at-start")
+    with settings.entry_point(os.environ) as found:
+        monkeypatch.setenv("DSX_CACHE_DIR", "/changed-later")
+        assert settings.paths() is found and found.cache_dir == Path("/read-at-start")
+        with settings.entry_point({"DSX_CACHE_DIR": "/inner"}):
+            assert settings.paths().cache_dir == Path("/inner")
+        assert settings.paths().cache_dir == Path("/read-at-start")
+    assert settings.paths().cache_dir == Path("/changed-later")  # after the entry point: the library default
+
+
+def test_dsx_cache_dir_places_the_cli_cache_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`DSX_CACHE_DIR` read by the CLI's entry point decides where a command caches, as it always did."""
+    monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
+    seen: list[Path] = []
+    real = settings.from_env
+
+    def spy(environ: Mapping[str, str]) -> settings.PathSettings:
+        found = real(environ)
+        seen.append(found.cache_dir)
+        return found
+
+    monkeypatch.setattr(settings, "from_env", spy)
+    catalog.load.cache_clear()  # an earlier test in this process may have loaded the catalog already
+    with pytest.raises(SystemExit) as exit_info:
+        main.main(
+            [
+                "recipe",
+                "--service",
+                "eks",
+                "--accelerator",
+                "h100",
+                "--intent",
+                "training",
+                "-o",
+                str(tmp_path / "r.yaml"),
+            ]
+        )
+    assert exit_info.value.code == 0
+    assert seen == [tmp_path / "cache"]  # read once, at the entry point
+    assert list((tmp_path / "cache" / "recipes").glob("catalog-*.json"))

@@ -4,7 +4,8 @@ Always registered, so the OpenAPI document is complete; without a store (`dsx se
 each route answers 404 naming the flag. Reads and writes go
 to the same event store a `dsx sentinel run` uses, so a portal can show node states and an
 external monitor can post events without reaching the sentinel process itself. Posted events
-are validated by `dsx.health.ingest` (all-or-nothing) and deduplicated by idempotency key.
+are validated by `dsx.health.ingest` (all-or-nothing) and deduplicated by idempotency key; a
+body with the old snake_case keys is accepted with `Deprecation` and `Warning` headers.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
             created=sum(1 for a in appended if a.created),
             sequences=[a.sequence for a in appended],
         )
-        return wire.respond(answer, status=202)
+        return wire.respond(answer, status=202, headers=ingest.deprecation_headers(body.events))
 
 
 def check_ready(settings: ApiSettings) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from types import ModuleType
 
 import click
 
-from dsx import extras
+from dsx import extras, settings
 from dsx.errors import DsxError, InternalError
 
 # command name → "module:attribute"; a module is imported only when its command runs.
@@ -94,8 +95,10 @@ def main(argv: list[str] | None = None) -> None:
     if logs is not None:
         logs.reset()
     try:
-        # with standalone_mode=False click returns (not raises) the code of a raised Exit
-        code = cli.main(args=args, prog_name="dsx", standalone_mode=False)
+        # the one reading of the environment for this command (settings.entry_point)
+        with settings.entry_point(os.environ):
+            # with standalone_mode=False click returns (not raises) the code of a raised Exit
+            code = cli.main(args=args, prog_name="dsx", standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except click.exceptions.Exit as exc:

@@ -429,7 +429,7 @@ def events(
         rows = [
             {
                 "sequence": s.sequence,
-                "stored_at": s.stored_at.isoformat(),
+                "storedAt": s.stored_at.isoformat(),
                 **s.event.to_dict(),
                 "stages": {
                     r.stage: {"status": r.status.value, **dict(r.detail)} for r in store.stage_records(s.sequence)

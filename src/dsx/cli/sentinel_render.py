@@ -17,12 +17,12 @@ def events_table(rows: list[dict[str, Any]]) -> str:
     body = [
         [
             r["sequence"],
-            r["generated_at"][:19],
-            r["node_name"],
-            r["check_name"],
-            ",".join(r["error_codes"]),
-            "yes" if r["is_fatal"] else ("healthy" if r["is_healthy"] else "no"),
-            r["recommended_action"],
+            r["generatedAt"][:19],
+            r["nodeName"],
+            r["checkName"],
+            ",".join(r["errorCodes"]),
+            "yes" if r["isFatal"] else ("healthy" if r["isHealthy"] else "no"),
+            r["recommendedAction"],
             str(r["stages"].get("quarantine", {}).get("disposition", "")),
             r["message"][:60],
         ]

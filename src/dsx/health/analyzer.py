@@ -3,18 +3,18 @@
 Why not database queries: NVSentinel's analyzer runs MongoDB aggregation pipelines per event
 (3,685 lines of them in its chart), which could not move to PostgreSQL, scanned whole
 collections (~4.9 s per rule on one fleet) and saturated near 55 events/s. Here a rule is a
-few plain fields — the `check_names` it looks at, a CEL `match` over the event, the
-`group_by` keys that make two events "the same" (node, GPU, error code, …), a
-`window_seconds` and a `threshold` — and the analyzer keeps one sorted deque of event times
+few plain fields — the `checkNames` it looks at, a CEL `match` over the event, the
+`groupBy` keys that make two events "the same" (node, GPU, error code, …), a
+`windowSeconds` and a `threshold` — and the analyzer keeps one sorted deque of event times
 per (rule, group) in memory. Each event costs a set lookup per rule, one CEL evaluation per
 rule whose check names it carries, and amortised O(1) deque work, independent of history size.
 
 Semantics:
-- Time is the event's `generated_at`, so replaying stored history gives the same answers.
-- When a group reaches `threshold` events within `window_seconds`, the rule fires once and
+- Time is the event's `generatedAt`, so replaying stored history gives the same answers.
+- When a group reaches `threshold` events within `windowSeconds`, the rule fires once and
   the group's window starts empty again (the next firing needs `threshold` new events).
 - The derived event copies the triggering event's node, entities and time, names the rule as
-  `check_name` and records the trigger's key in `metadata`, so re-processing the same trigger
+  `checkName` and records the trigger's key in `metadata`, so re-processing the same trigger
   after a crash derives the same event (same idempotency key: stored once).
 - The analyzer never counts its own events (NVSentinel's self-trigger bug, upstream #1704),
   nor STORE_ONLY ones. An event without a value for a group key is not counted by that rule.
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import math
+import logging
 import threading
 import time
 from collections import deque
@@ -39,12 +39,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from dsx import catalog, cel, serialization
 from dsx.errors import BadInputError, allowed_values_message
 from dsx.health.eventstore import EventStore, StageOutcome, StageStatus
+from dsx.model import health, schema
 from dsx.model.health import EntityType, HealthEvent, ProcessingStrategy
+
+log = logging.getLogger("dsx.health.analyzer")
 
 AGENT = "health-events-analyzer"
 API_VERSION = "dsx.health/v1alpha1"
@@ -74,7 +79,7 @@ GROUP_KEYS: Mapping[str, Callable[[HealthEvent], tuple[str, ...]]] = {
     "nvswitch": lambda e: e.entity_values(EntityType.NVSWITCH),
     "nic": lambda e: e.entity_values(EntityType.NIC) + e.entity_values(EntityType.NIC_PORT),
 }
-"""What `group_by` may name; a key with several values (two error codes) counts in each group."""
+"""What `groupBy` may name; a key with several values (two error codes) counts in each group."""
 
 
 @dataclass(frozen=True)
@@ -204,8 +209,25 @@ def _duration(seconds: float) -> str:
 
 # -- loading ------------------------------------------------------------------------------------
 
-_RULE_KEYS = ("name", "description", "check_names", "match", "group_by", "window_seconds", "threshold", "emit")
-_OPTIONAL_KEYS = ("description", "check_names")
+
+class _RuleDoc(schema.Section, frozen=True):
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    match: str
+    group_by: Annotated[list[str], msgspec.Meta(min_length=1)]
+    window_seconds: Annotated[float, msgspec.Meta(gt=0)]
+    threshold: Annotated[int, msgspec.Meta(ge=1)]
+    emit: dict[str, Any]
+    """HealthEvent fields of the derived event (camelCase; old snake_case keys warned about)."""
+    description: str = ""
+    check_names: list[Annotated[str, msgspec.Meta(min_length=1)]] = msgspec.field(default_factory=list)
+
+
+class RulesDocument(schema.Section, frozen=True):
+    """The AnalyzerRules file as written (camelCase keys; old snake_case keys read with a warning)."""
+
+    api_version: str
+    kind: str
+    rules: Annotated[list[_RuleDoc], msgspec.Meta(min_length=1)]
 
 
 def load_rules(path: str | Path = RULES_PATH) -> list[AnalyzerRule]:
@@ -214,14 +236,10 @@ def load_rules(path: str | Path = RULES_PATH) -> list[AnalyzerRule]:
 
 
 def rules_from_dict(data: Mapping[str, Any], *, source: str) -> list[AnalyzerRule]:
-    if not isinstance(data, Mapping):
-        raise BadInputError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
-    if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
-        raise BadInputError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
-    raw_rules = data.get("rules")
-    if not isinstance(raw_rules, list) or not raw_rules:
-        raise BadInputError(f"{source}: rules: expected a non-empty list")
-    rules = [_rule(item, f"{source}: rules[{index}]") for index, item in enumerate(raw_rules)]
+    doc = schema.document(
+        data, RulesDocument, api_version=API_VERSION, kind_name=KIND, source=source, log=log, separator=": "
+    )
+    rules = [_rule(item, f"{source}: rules[{index}]") for index, item in enumerate(doc.rules)]
     names = [rule.name for rule in rules]
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate:
@@ -229,47 +247,20 @@ def rules_from_dict(data: Mapping[str, Any], *, source: str) -> list[AnalyzerRul
     return rules
 
 
-def _rule(item: object, where: str) -> AnalyzerRule:
-    if not isinstance(item, Mapping):
-        raise BadInputError(f"{where}: expected a mapping")
-    unknown = sorted(set(item) - set(_RULE_KEYS))
-    if unknown:
-        raise BadInputError(allowed_values_message(where, "field", unknown[0], _RULE_KEYS))
-    missing = [key for key in _RULE_KEYS if key not in item and key not in _OPTIONAL_KEYS]
-    if missing:
-        raise BadInputError(f"{where}: missing required field {missing[0]}")
-    name = item["name"]
-    if not isinstance(name, str) or not name:
-        raise BadInputError(f"{where}.name: expected a non-empty string")
-    group_by = item["group_by"]
-    if not isinstance(group_by, list) or not group_by:
-        raise BadInputError(f"{where}.group_by: expected a non-empty list of keys")
-    for key in group_by:
-        if not isinstance(key, str) or key not in GROUP_KEYS:
-            raise BadInputError(allowed_values_message(f"{where}.group_by", "key", key, GROUP_KEYS))
-    window, threshold = item["window_seconds"], item["threshold"]
-    if not isinstance(window, int | float) or isinstance(window, bool) or not 0 < window < math.inf:
-        raise BadInputError(f"{where}.window_seconds: expected a positive number, got {window!r}")
-    if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
-        raise BadInputError(f"{where}.threshold: expected an integer ≥ 1, got {threshold!r}")
-    check_names = item.get("check_names", [])
-    if not isinstance(check_names, list) or not all(isinstance(c, str) and c for c in check_names):
-        raise BadInputError(f"{where}.check_names: expected a list of check names")
-    match = item["match"]
-    if not isinstance(match, str):
-        raise BadInputError(f"{where}.match: expected a CEL expression string")
-    emit = item["emit"]
-    if not isinstance(emit, Mapping):
-        raise BadInputError(f"{where}.emit: expected a mapping of HealthEvent fields")
-    template = HealthEvent.template({"check_name": name, **emit}, agent=AGENT, source=f"{where}.emit")
+def _rule(doc: _RuleDoc, where: str) -> AnalyzerRule:
+    for key in doc.group_by:
+        if key not in GROUP_KEYS:
+            raise BadInputError(allowed_values_message(f"{where}.groupBy", "key", key, GROUP_KEYS))
+    schema.warn_renamed(log, f"{where}.emit", health.old_keys(doc.emit))
+    template = HealthEvent.template({"checkName": doc.name, **doc.emit}, agent=AGENT, source=f"{where}.emit")
     return AnalyzerRule(
-        name=name,
-        description=str(item.get("description", "")),
-        check_names=frozenset(check_names),
-        match=cel.compile_expression(match, ["event"], origin=f"{where}.match"),
-        group_by=tuple(group_by),
-        window_seconds=float(window),
-        threshold=threshold,
+        name=doc.name,
+        description=doc.description,
+        check_names=frozenset(doc.check_names),
+        match=health.event_rule(doc.match, ["event"], where=f"{where}.match", log=log),
+        group_by=tuple(doc.group_by),
+        window_seconds=doc.window_seconds,
+        threshold=doc.threshold,
         emit=template,
     )
 

@@ -35,7 +35,7 @@ from dsx.health import nodes, xid
 from dsx.health.ports import RemediationKind, Taint, TaintEffect
 from dsx.model import schema
 from dsx.model.certification import FaultKind, Metric, Scale
-from dsx.model.health import RecommendedAction
+from dsx.model.health import RecommendedAction, event_rule
 
 log = logging.getLogger("dsx.health.policy")
 
@@ -449,14 +449,7 @@ class PolicyDocument(_Doc, frozen=True):
 
 def from_dict(data: Mapping[str, Any], *, source: str) -> SentinelPolicy:
     """The policy in `data` (camelCase; old snake_case keys are read and warned about once each)."""
-    if not isinstance(data, Mapping):
-        raise BadInputError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
-    if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
-        raise BadInputError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
-    current, old_keys = schema.renamed(data, PolicyDocument)
-    for old, new in old_keys:
-        log.warning("%s: %s: old snake_case key, read as %s; rename it (keys are camelCase)", source, old, new)
-    doc = schema.decode(current, PolicyDocument, source=source)
+    doc = schema.document(data, PolicyDocument, api_version=API_VERSION, kind_name=KIND, source=source, log=log)
     return SentinelPolicy(
         source=source,
         dry_run=doc.dry_run,
@@ -512,7 +505,7 @@ def _rule_set(doc: _RuleSetDoc, where: str) -> RuleSet:
 
 
 def _condition(source: str, where: str) -> cel.Program:
-    return cel.compile_expression(source, RULE_VARIABLES, origin=where)
+    return event_rule(source, RULE_VARIABLES, where=where, log=log)
 
 
 def _drain(doc: _DrainDoc) -> DrainSettings:

@@ -20,7 +20,7 @@ matches the record says so and the message's Fatal/Non-fatal word decides; SXids
 Xids NVIDIA buckets RESTART_APP or IGNORE are never fatal. Codes missing from the workbook, and
 its rows without a bucket, escalate (CONTACT_SUPPORT), as NVSentinel does.
 
-Driver messages without a code that mean a GPU is lost (`gpu_lost` in the catalog: fallen off the
+Driver messages without a code that mean a GPU is lost (`gpuLost` in the catalog: fallen off the
 bus in its one- and multi-line forms, RmInitAdapter failures, probe failures) are records too;
 `KernelLogReader` joins the multi-line form and remembers the driver version from the NVRM banner.
 Numbers are bounded at parse (codes 9 digits, pids 10, hex 16) and every pattern is linear, so
@@ -36,16 +36,25 @@ from __future__ import annotations
 import csv
 import enum
 import functools
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from dsx import catalog, serialization
 from dsx.errors import BadInputError, CatalogError, allowed_values_message
+from dsx.model import schema
 from dsx.model.health import RecommendedAction
+
+log = logging.getLogger("dsx.health.xid")
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+_Text = Annotated[str, msgspec.Meta(min_length=1)]
+_Texts = Annotated[list[_Text], msgspec.Meta(min_length=1)]
 
 
 class Family(enum.Enum):
@@ -277,7 +286,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class LostGpuMessage:
-    """A driver message that means a GPU is lost or unusable (catalog `gpu_lost`)."""
+    """A driver message that means a GPU is lost or unusable (catalog `gpuLost`)."""
 
     id: str
     code: int | None
@@ -519,30 +528,113 @@ def read_tsv(path: Path) -> list[dict[str, str]]:
         raise CatalogError(f"{path}: cannot read: {exc.strerror}") from exc
 
 
+class _BucketDoc(schema.Section, frozen=True):
+    action: str
+    meaning: str = ""
+
+
+class _BucketRef(schema.Section, frozen=True):
+    bucket: str
+
+
+class _RecoveryDoc(schema.Section, frozen=True):
+    code: _Count
+    text: str
+    action: str
+
+
+class _LostGpuDoc(schema.Section, frozen=True):
+    id: _Text
+    bucket: str
+    patterns: _Texts
+    sources: _Texts
+    """Every message names where it comes from (README.md)."""
+    markers: _Texts
+    code: _Count | None = None
+
+
+class _MultiLineDoc(schema.Section, frozen=True):
+    id: _Text
+    opener: _Text
+    closer: _Text
+    markers: _Texts
+    max_lines: Annotated[int, msgspec.Meta(ge=1, le=16)]
+
+
+class _AnnotationDoc(schema.Section, frozen=True):
+    code: _Count
+    meaning: str = ""
+    application_level: bool = False
+    sources: list[str] = msgspec.field(default_factory=list)
+    notes: str = ""
+
+
+class _SxidDoc(schema.Section, frozen=True):
+    code: _Count
+    mnemonic: _Text
+    meaning: _Text
+    immediate_action: _Text
+    investigatory_action: _Text
+    nvs_class: Literal["FATAL", "NONFATAL"]
+    sources: list[str] = msgspec.field(default_factory=list)
+    notes: str = ""
+
+
+class CatalogDocument(schema.Section, frozen=True):
+    """The XidCatalog file as written (camelCase keys; old snake_case keys read with a warning).
+
+    Bucket tokens under `buckets` are NVIDIA's, kept exactly; each entry is decoded on its own so
+    an error names the token.
+    """
+
+    api_version: str
+    kind: str
+    buckets: Annotated[dict[str, object], msgspec.Meta(min_length=1)]
+    unknown: _BucketRef
+    unspecified: _BucketRef
+    recovery_actions: list[_RecoveryDoc] = msgspec.field(default_factory=list)
+    gpu_lost: list[_LostGpuDoc] = msgspec.field(default_factory=list)
+    multi_line: list[_MultiLineDoc] = msgspec.field(default_factory=list)
+    annotations: list[_AnnotationDoc] = msgspec.field(default_factory=list)
+    sxids: list[_SxidDoc] = msgspec.field(default_factory=list)
+
+
 def catalog_from_dict(
     data: Mapping[str, Any], workbook: Mapping[str, list[dict[str, str]]], *, source: str
 ) -> XidCatalog:
     """Validate the catalog: every bucket a row names is mapped, every action is a RecommendedAction."""
-    if data.get("apiVersion") != "dsx.health/v1alpha1" or data.get("kind") != "XidCatalog":
-        raise CatalogError(f"{source}: expected apiVersion dsx.health/v1alpha1 and kind XidCatalog")
-    buckets_spec = data.get("buckets")
-    if not isinstance(buckets_spec, Mapping) or not buckets_spec:
-        raise CatalogError(f"{source}: buckets: expected a mapping of bucket token to action")
-    buckets = {str(token): _action(spec, source, f"buckets.{token}") for token, spec in buckets_spec.items()}
+    doc = schema.document(
+        data,
+        CatalogDocument,
+        api_version="dsx.health/v1alpha1",
+        kind_name="XidCatalog",
+        source=source,
+        log=log,
+        separator=": ",
+        error=CatalogError,
+    )
+    buckets = {
+        token: _action(
+            schema.decode(spec, _BucketDoc, source=f"{source}: buckets.{token}", error=CatalogError).action,
+            source,
+            f"buckets.{token}",
+        )
+        for token, spec in doc.buckets.items()
+    }
 
     def bucket(token: str, where: str) -> str:
         if token not in buckets:
             raise CatalogError(allowed_values_message(source, where, token, buckets))
         return token
 
-    unknown = bucket(_mapping(data, "unknown", source).get("bucket", ""), "unknown.bucket")
-    unspecified = bucket(_mapping(data, "unspecified", source).get("bucket", ""), "unspecified.bucket")
-    annotations = _annotations(data.get("annotations") or [], source)
+    unknown = bucket(doc.unknown.bucket, "unknown.bucket")
+    unspecified = bucket(doc.unspecified.bucket, "unspecified.bucket")
+    annotations = _annotations(doc.annotations, source)
     entries: dict[tuple[Family, int], CatalogEntry] = {}
     for number, row in enumerate(workbook.get(WORKBOOK_XIDS, []), start=2):
         where = f"{WORKBOOK_XIDS} line {number}"
         code = _code(row.get("code", ""), where)
-        note = annotations.pop(code, {})
+        note = annotations.pop(code, None) or _AnnotationDoc(code=code)
         immediate = bucket(row.get("immediate_bucket") or unspecified, f"{where}: immediate_bucket")
         investigatory = row.get("investigatory_bucket", "")
         if investigatory:
@@ -555,18 +647,18 @@ def catalog_from_dict(
             mnemonic=row.get("mnemonic", ""),
             immediate_action=immediate,
             investigatory_action=investigatory,
-            meaning=str(note.get("meaning", "")),
-            application_level=bool(note.get("application_level", False)) or immediate == "RESTART_APP",
+            meaning=note.meaning,
+            application_level=note.application_level or immediate == "RESTART_APP",
             generations=tuple(g for g in GENERATIONS if row.get(g, "").upper() == "YES"),
             xid154_linkage=row.get("xid154_linkage", ""),
-            sources=tuple(str(s) for s in note.get("sources") or ()),
-            notes=str(note.get("notes", "")),
+            sources=tuple(note.sources),
+            notes=note.notes,
         )
     if annotations:
         raise CatalogError(f"{source}: annotations: Xid {min(annotations)} is not in {WORKBOOK_XIDS}")
-    for index, row in enumerate(data.get("sxids") or []):
-        entry = _sxid(row, source, f"sxids[{index}]")
-        bucket(entry.immediate_action, f"sxids[{index}].immediate_action")
+    for index, sxid in enumerate(doc.sxids):
+        entry = _sxid(sxid)
+        bucket(entry.immediate_action, f"sxids[{index}].immediateAction")
         if (Family.SXID, entry.code) in entries:
             raise CatalogError(f"{source}: sxids[{index}]: code {entry.code} appears twice")
         entries[(Family.SXID, entry.code)] = entry
@@ -581,16 +673,17 @@ def catalog_from_dict(
         rules.setdefault(rule.xid, []).append(rule)
     workbook_buckets = tuple(row.get("bucket", "") for row in workbook.get(WORKBOOK_BUCKETS, []))
     recovery = tuple(
-        _recovery(item, source, f"recovery_actions[{i}]") for i, item in enumerate(data.get("recovery_actions") or [])
+        RecoveryAction(item.code, item.text, _action(item.action, source, f"recoveryActions[{i}]"))
+        for i, item in enumerate(doc.recovery_actions)
     )
-    lost = tuple(_lost_gpu(item, source, f"gpu_lost[{i}]") for i, item in enumerate(data.get("gpu_lost") or []))
+    lost = tuple(_lost_gpu(item, source, f"gpuLost[{i}]") for i, item in enumerate(doc.gpu_lost))
     for index, message in enumerate(lost):
-        bucket(message.bucket, f"gpu_lost[{index}].bucket")
-    multi = tuple(_multi_line(item, source, f"multi_line[{i}]") for i, item in enumerate(data.get("multi_line") or []))
+        bucket(message.bucket, f"gpuLost[{index}].bucket")
+    multi = tuple(_multi_line(item, source, f"multiLine[{i}]") for i, item in enumerate(doc.multi_line))
     for index, joined in enumerate(multi):
         if joined.id not in {m.id for m in lost}:
             raise CatalogError(
-                allowed_values_message(source, f"multi_line[{index}].id", joined.id, [m.id for m in lost])
+                allowed_values_message(source, f"multiLine[{index}].id", joined.id, [m.id for m in lost])
             )
     return XidCatalog(
         entries=entries,
@@ -605,74 +698,32 @@ def catalog_from_dict(
     )
 
 
-def _mapping(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, str]:
-    value = data.get(key)
-    if not isinstance(value, Mapping):
-        raise CatalogError(f"{source}: {key}: expected a mapping with a bucket")
-    return {str(k): str(v) for k, v in value.items()}
-
-
 def _code(text: str, where: str) -> int:
     if not text.isdigit() or len(text) > 9:
         raise CatalogError(f"{where}: code: expected a non-negative integer, got {text!r}")
     return int(text)
 
 
-_ANNOTATION_KEYS = {"code", "meaning", "application_level", "sources", "notes"}
-_SXID_KEYS = {
-    "code",
-    "mnemonic",
-    "meaning",
-    "immediate_action",
-    "investigatory_action",
-    "nvs_class",
-    "sources",
-    "notes",
-}
-
-
-def _keys(row: object, allowed: set[str], source: str, where: str) -> Mapping[str, Any]:
-    if not isinstance(row, Mapping):
-        raise CatalogError(f"{source}: {where}: expected a mapping")
-    unknown = sorted(set(row) - allowed)
-    if unknown:
-        raise CatalogError(allowed_values_message(source, f"{where} key", unknown[0], sorted(allowed)))
-    code = row.get("code")
-    if not isinstance(code, int) or isinstance(code, bool) or code < 0:
-        raise CatalogError(f"{source}: {where}.code: expected a non-negative integer, got {code!r}")
-    return row
-
-
-def _annotations(rows: Iterable[object], source: str) -> dict[int, Mapping[str, Any]]:
-    found: dict[int, Mapping[str, Any]] = {}
+def _annotations(rows: Iterable[_AnnotationDoc], source: str) -> dict[int, _AnnotationDoc]:
+    found: dict[int, _AnnotationDoc] = {}
     for index, row in enumerate(rows):
-        checked = _keys(row, _ANNOTATION_KEYS, source, f"annotations[{index}]")
-        if checked["code"] in found:
-            raise CatalogError(f"{source}: annotations[{index}]: code {checked['code']} appears twice")
-        found[checked["code"]] = checked
+        if row.code in found:
+            raise CatalogError(f"{source}: annotations[{index}]: code {row.code} appears twice")
+        found[row.code] = row
     return found
 
 
-def _sxid(row: object, source: str, where: str) -> CatalogEntry:
-    checked = _keys(row, _SXID_KEYS, source, where)
-    if checked.get("nvs_class") not in ("FATAL", "NONFATAL"):
-        raise CatalogError(
-            allowed_values_message(source, f"{where}.nvs_class", checked.get("nvs_class"), ["FATAL", "NONFATAL"])
-        )
-    texts = {k: checked.get(k) for k in ("mnemonic", "meaning", "immediate_action", "investigatory_action")}
-    for name, value in texts.items():
-        if not isinstance(value, str) or not value:
-            raise CatalogError(f"{source}: {where}.{name}: expected a non-empty string")
+def _sxid(doc: _SxidDoc) -> CatalogEntry:
     return CatalogEntry(
         family=Family.SXID,
-        code=checked["code"],
-        mnemonic=str(texts["mnemonic"]),
-        immediate_action=str(texts["immediate_action"]),
-        investigatory_action=str(texts["investigatory_action"]),
-        meaning=str(texts["meaning"]),
-        nvs_class=str(checked["nvs_class"]),
-        sources=tuple(str(s) for s in checked.get("sources") or ()),
-        notes=str(checked.get("notes", "")),
+        code=doc.code,
+        mnemonic=doc.mnemonic,
+        immediate_action=doc.immediate_action,
+        investigatory_action=doc.investigatory_action,
+        meaning=doc.meaning,
+        nvs_class=doc.nvs_class,
+        sources=tuple(doc.sources),
+        notes=doc.notes,
     )
 
 
@@ -709,17 +760,10 @@ def _decode_rule(row: Mapping[str, str], where: str) -> DecodeRule:
     )
 
 
-def _action(spec: object, source: str, where: str) -> RecommendedAction:
-    name = spec.get("action") if isinstance(spec, Mapping) else None
+def _action(name: str, source: str, where: str) -> RecommendedAction:
     if name not in RecommendedAction.__members__:
         raise CatalogError(allowed_values_message(source, f"{where}.action", name, RecommendedAction.__members__))
-    return RecommendedAction[str(name)]
-
-
-def _recovery(item: object, source: str, where: str) -> RecoveryAction:
-    if not isinstance(item, Mapping) or not isinstance(item.get("code"), int) or not isinstance(item.get("text"), str):
-        raise CatalogError(f"{source}: {where}: expected a mapping with code, text and action")
-    return RecoveryAction(item["code"], item["text"], _action(item, source, where))
+    return RecommendedAction[name]
 
 
 def _regex(text: object, source: str, where: str) -> re.Pattern[str]:
@@ -731,47 +775,24 @@ def _regex(text: object, source: str, where: str) -> re.Pattern[str]:
         raise CatalogError(f"{source}: {where}: {text!r}: {exc}") from exc
 
 
-def _lost_gpu(item: object, source: str, where: str) -> LostGpuMessage:
-    if not isinstance(item, Mapping) or not isinstance(item.get("id"), str) or not isinstance(item.get("bucket"), str):
-        raise CatalogError(f"{source}: {where}: expected a mapping with id, bucket, patterns and sources")
-    code = item.get("code")
-    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
-        raise CatalogError(f"{source}: {where}.code: expected an Xid number or nothing")
-    patterns = item.get("patterns")
-    if not isinstance(patterns, list) or not patterns:
-        raise CatalogError(f"{source}: {where}.patterns: expected a list of regular expressions")
-    sources = item.get("sources")
-    if not isinstance(sources, list) or not sources:
-        raise CatalogError(f"{source}: {where}.sources: every message names where it comes from")
+def _lost_gpu(doc: _LostGpuDoc, source: str, where: str) -> LostGpuMessage:
     return LostGpuMessage(
-        item["id"],
-        code,
-        item["bucket"],
-        tuple(_regex(p, source, f"{where}.patterns[{i}]") for i, p in enumerate(patterns)),
-        tuple(str(s) for s in sources),
-        _markers(item, source, where),
+        doc.id,
+        doc.code,
+        doc.bucket,
+        tuple(_regex(p, source, f"{where}.patterns[{i}]") for i, p in enumerate(doc.patterns)),
+        tuple(doc.sources),
+        tuple(doc.markers),
     )
 
 
-def _markers(item: Mapping[str, Any], source: str, where: str) -> tuple[str, ...]:
-    markers = item.get("markers")
-    if not isinstance(markers, list) or not markers or not all(isinstance(m, str) and m for m in markers):
-        raise CatalogError(f"{source}: {where}.markers: expected a list of texts one of which every such line holds")
-    return tuple(markers)
-
-
-def _multi_line(item: object, source: str, where: str) -> MultiLineMessage:
-    if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
-        raise CatalogError(f"{source}: {where}: expected a mapping with id, opener, closer and max_lines")
-    lines = item.get("max_lines")
-    if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= 16:
-        raise CatalogError(f"{source}: {where}.max_lines: expected 1 to 16")
+def _multi_line(doc: _MultiLineDoc, source: str, where: str) -> MultiLineMessage:
     return MultiLineMessage(
-        item["id"],
-        _regex(item.get("opener"), source, f"{where}.opener"),
-        _regex(item.get("closer"), source, f"{where}.closer"),
-        lines,
-        _markers(item, source, where),
+        doc.id,
+        _regex(doc.opener, source, f"{where}.opener"),
+        _regex(doc.closer, source, f"{where}.closer"),
+        doc.max_lines,
+        tuple(doc.markers),
     )
 
 

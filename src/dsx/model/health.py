@@ -5,11 +5,16 @@ Kubernetes objects, external posts) and stages (analyzer, quarantine, drain, rem
 re-certification) never call each other; they meet only in the event store. The record is
 therefore the contract, and it keeps the field set of NVSentinel's `HealthEvent` proto (agent,
 component class, check name, fatality, action, error codes, entities, overrides, processing
-strategy) so rules written for one read the same on the other. JSON keys are snake_case;
-`schema_version` lets a reader refuse a record written by a newer dsx.
+strategy) so rules written for one read the same on the other. JSON keys are camelCase, as
+everywhere in dsx (`isFatal`, `checkName`); bodies written before that (`is_fatal`) are still
+read, and `old_keys` names their old keys so an ingestion door can warn. `schemaVersion` lets a
+reader refuse a record written by a newer dsx.
 
 The idempotency key is derived from the content (everything but the key itself), so a monitor
-that re-sends an event after a crash produces the same key and the store keeps one copy.
+that re-sends an event after a crash produces the same key and the store keeps one copy. Its
+input is the version-1 canonical form (`canonical_json`: snake_case keys, as dsx stored events
+before the camelCase convention), which is also the stored document: keys and stored rows stay
+what they were, whichever spelling a sender used.
 Monitors that can see the same text twice as two real occurrences put the occurrence's source
 position in `metadata` to keep the keys apart.
 
@@ -22,11 +27,14 @@ import enum
 import functools
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from dsx import cel
 from dsx.errors import BadInputError, ConflictError, allowed_values_message
 
 SCHEMA_VERSION = 1
@@ -169,8 +177,10 @@ class HealthEvent:
 
     @functools.cached_property
     def canonical_json(self) -> str:
-        """`content()` as compact ASCII JSON with sorted keys: the stored form and the key's input."""
-        return json.dumps(self.content(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        """The version-1 record (snake_case keys) as compact ASCII JSON with sorted keys: the stored
+        form and the key's input, unchanged by the camelCase wire spelling so keys stay stable."""
+        stored = dict(zip(_STORED_NAMES[:-1], self._values(), strict=True))  # all but the key
+        return json.dumps(stored, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
     @functools.cached_property
     def idempotency_key(self) -> str:
@@ -182,30 +192,34 @@ class HealthEvent:
         return tuple(e.value for e in self.entities if e.type is entity_type)
 
     def content(self) -> dict[str, Any]:
-        """The JSON-ready record without its key: what the key is derived from (and what CEL rules see)."""
-        return {
-            "schema_version": self.schema_version,
-            "agent": self.agent,
-            "component_class": self.component_class.value,
-            "check_name": self.check_name,
-            "node_name": self.node_name,
-            "generated_at": format_timestamp(self.generated_at),
-            "is_fatal": self.is_fatal,
-            "is_healthy": self.is_healthy,
-            "message": self.message,
-            "recommended_action": self.recommended_action.name,
-            "custom_recommended_action": self.custom_recommended_action,
-            "error_codes": list(self.error_codes),
-            "entities": [e.to_dict() for e in self.entities],
-            "metadata": dict(sorted(self.metadata.items())),
-            "processing_strategy": self.processing_strategy.value,
-            "quarantine_overrides": self.quarantine_overrides.to_dict(),
-            "drain_overrides": self.drain_overrides.to_dict(),
-        }
+        """The JSON-ready record without its key, camelCase: what CEL rules see as `event`."""
+        return dict(zip(_FIELDS[:-1], self._values(), strict=True))  # all but the key
+
+    def _values(self) -> tuple[Any, ...]:
+        """The JSON values of every field but the key, in `_FIELDS` order (one list for both spellings)."""
+        return (
+            self.schema_version,
+            self.agent,
+            self.component_class.value,
+            self.check_name,
+            self.node_name,
+            format_timestamp(self.generated_at),
+            self.is_fatal,
+            self.is_healthy,
+            self.message,
+            self.recommended_action.name,
+            self.custom_recommended_action,
+            list(self.error_codes),
+            [e.to_dict() for e in self.entities],
+            dict(sorted(self.metadata.items())),
+            self.processing_strategy.value,
+            self.quarantine_overrides.to_dict(),
+            self.drain_overrides.to_dict(),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """`content()` plus the idempotency key (`from_dict` checks a key it is given against the content)."""
-        return {**self.content(), "idempotency_key": self.idempotency_key}
+        return {**self.content(), "idempotencyKey": self.idempotency_key}
 
     @classmethod
     def template(cls, fields: Mapping[str, Any], *, agent: str, source: str) -> HealthEvent:
@@ -216,23 +230,70 @@ class HealthEvent:
         """
         defaults = {
             "agent": agent,
-            "node_name": "template",
-            "generated_at": "1970-01-01T00:00:00Z",
-            "is_healthy": False,
+            "nodeName": "template",
+            "generatedAt": "1970-01-01T00:00:00Z",
+            "isHealthy": False,
         }
-        return cls.from_dict({**defaults, **fields}, source=source)
+        return cls.from_dict({**defaults, **_current(fields)}, source=source)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "HealthEvent") -> HealthEvent:
-        """Parse and validate; every error names `source` and the field. Unknown fields are refused."""
-        return _parse_event(data, source)
+        """Parse and validate; every error names `source` and the field. Unknown fields are refused.
+
+        Old snake_case keys are read silently (stored rows, old senders); `old_keys` names them.
+        """
+        if not isinstance(data, Mapping):
+            raise BadInputError(f"{source}: expected a mapping, got {type(data).__name__}")
+        return _parse_event(_current(data), source)
+
+
+def old_keys(data: object) -> list[tuple[str, str]]:
+    """The (old snake_case key, camelCase key) pairs a HealthEvent body uses, for a warning."""
+    if not isinstance(data, Mapping):
+        return []
+    return [(key, _CAMEL[key]) for key in data if key in _CAMEL and _CAMEL[key] not in data]
+
+
+def _current(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`data` with old snake_case keys under their camelCase names (a key given in both spellings
+    keeps its old one, which `_parse_event` then refuses as unknown)."""
+    current = {_CAMEL.get(key, key): value for key, value in data.items()}
+    if len(current) == len(data):
+        return current
+    return {_CAMEL[key] if key in _CAMEL and _CAMEL[key] not in data else key: value for key, value in data.items()}
+
+
+_OLD_EXPRESSION_FIELD = re.compile(r"\bevent\.([a-z]+(?:_[a-z]+)+)\b")
+
+
+def camel_expression(expression: str) -> tuple[str, list[tuple[str, str]]]:
+    """A CEL expression over `event` with old field names (`event.is_fatal`) in camelCase, and the
+    (old, new) pairs it rewrote, so rule files written before the convention keep working."""
+    found: list[tuple[str, str]] = []
+
+    def rename(match: re.Match[str]) -> str:
+        name = _CAMEL.get(match.group(1))
+        if name is None:
+            return match.group(0)
+        found.append((f"event.{match.group(1)}", f"event.{name}"))
+        return f"event.{name}"
+
+    return _OLD_EXPRESSION_FIELD.sub(rename, expression), found
+
+
+def event_rule(source: str, variables: Iterable[str], *, where: str, log: logging.Logger) -> cel.Program:
+    """A CEL rule over `event` (camelCase fields); old names (`event.is_fatal`) are read and warned about."""
+    current, old_names = camel_expression(source)
+    for old, new in old_names:
+        log.warning("%s: %s: old snake_case field, read as %s; rename it (keys are camelCase)", where, old, new)
+    return cel.compile_expression(current, variables, origin=where)
 
 
 def _invariant_problem(is_fatal: bool, is_healthy: bool, action: RecommendedAction, custom_action: str) -> str:
     if is_healthy and is_fatal:
-        return "is_fatal and is_healthy are both true"
+        return "isFatal and isHealthy are both true"
     if (action is RecommendedAction.CUSTOM) != bool(custom_action):
-        return "custom_recommended_action is required with recommended_action CUSTOM and only then"
+        return "customRecommendedAction is required with recommendedAction CUSTOM and only then"
     return ""
 
 
@@ -257,77 +318,79 @@ def parse_timestamp(text: object, *, source: str, field_name: str) -> datetime:
 _E = TypeVar("_E", bound=enum.Enum)
 
 _FIELDS = (
-    "schema_version",
+    "schemaVersion",
     "agent",
-    "component_class",
-    "check_name",
-    "node_name",
-    "generated_at",
-    "is_fatal",
-    "is_healthy",
+    "componentClass",
+    "checkName",
+    "nodeName",
+    "generatedAt",
+    "isFatal",
+    "isHealthy",
     "message",
-    "recommended_action",
-    "custom_recommended_action",
-    "error_codes",
+    "recommendedAction",
+    "customRecommendedAction",
+    "errorCodes",
     "entities",
     "metadata",
-    "processing_strategy",
-    "quarantine_overrides",
-    "drain_overrides",
-    "idempotency_key",
+    "processingStrategy",
+    "quarantineOverrides",
+    "drainOverrides",
+    "idempotencyKey",
 )
-_REQUIRED = ("agent", "component_class", "check_name", "node_name", "generated_at", "is_fatal", "is_healthy")
+_REQUIRED = ("agent", "componentClass", "checkName", "nodeName", "generatedAt", "isFatal", "isHealthy")
+_STORED_NAMES = tuple(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name) for name in _FIELDS)
+"""The version-1 snake_case spelling of each field (the stored form and the key's input)."""
+_CAMEL = {old: new for new, old in zip(_FIELDS, _STORED_NAMES, strict=True) if old != new}
+"""Old snake_case key → camelCase field."""
 
 
 def _parse_event(data: Mapping[str, Any], source: str) -> HealthEvent:
-    if not isinstance(data, Mapping):
-        raise BadInputError(f"{source}: expected a mapping, got {type(data).__name__}")
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
         raise BadInputError(allowed_values_message(source, "field", unknown[0], _FIELDS))
     missing = [name for name in _REQUIRED if name not in data]
     if missing:
         raise BadInputError(f"{source}: missing required field {missing[0]}")
-    version = data.get("schema_version", SCHEMA_VERSION)
+    version = data.get("schemaVersion", SCHEMA_VERSION)
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
-        raise BadInputError(allowed_values_message(source, "schema_version", version, range(1, SCHEMA_VERSION + 1)))
-    is_fatal, is_healthy = _flag(data, "is_fatal", source), _flag(data, "is_healthy", source)
+        raise BadInputError(allowed_values_message(source, "schemaVersion", version, range(1, SCHEMA_VERSION + 1)))
+    is_fatal, is_healthy = _flag(data, "isFatal", source), _flag(data, "isHealthy", source)
     action = _member(
-        RecommendedAction, data.get("recommended_action", "NONE"), source, "recommended_action", by_value=False
+        RecommendedAction, data.get("recommendedAction", "NONE"), source, "recommendedAction", by_value=False
     )
-    custom_action = _text(data, "custom_recommended_action", source)
+    custom_action = _text(data, "customRecommendedAction", source)
     problem = _invariant_problem(is_fatal, is_healthy, action, custom_action)
     if problem:
         raise BadInputError(f"{source}: {problem}")
     event = HealthEvent(
         schema_version=version,
         agent=_text(data, "agent", source, required=True),
-        component_class=_member(ComponentClass, data["component_class"], source, "component_class", by_value=True),
-        check_name=_text(data, "check_name", source, required=True),
-        node_name=_text(data, "node_name", source, required=True),
-        generated_at=parse_timestamp(data["generated_at"], source=source, field_name="generated_at"),
+        component_class=_member(ComponentClass, data["componentClass"], source, "componentClass", by_value=True),
+        check_name=_text(data, "checkName", source, required=True),
+        node_name=_text(data, "nodeName", source, required=True),
+        generated_at=parse_timestamp(data["generatedAt"], source=source, field_name="generatedAt"),
         is_fatal=is_fatal,
         is_healthy=is_healthy,
         message=_text(data, "message", source),
         recommended_action=action,
         custom_recommended_action=custom_action,
-        error_codes=tuple(_texts(data.get("error_codes", []), source, "error_codes")),
+        error_codes=tuple(_texts(data.get("errorCodes", []), source, "errorCodes")),
         entities=tuple(_entities(data.get("entities", []), source)),
         metadata=_metadata(data.get("metadata", {}), source),
         processing_strategy=_member(
             ProcessingStrategy,
-            data.get("processing_strategy", ProcessingStrategy.EXECUTE_REMEDIATION.value),
+            data.get("processingStrategy", ProcessingStrategy.EXECUTE_REMEDIATION.value),
             source,
-            "processing_strategy",
+            "processingStrategy",
             by_value=True,
         ),
-        quarantine_overrides=_overrides(data.get("quarantine_overrides", {}), source, "quarantine_overrides"),
-        drain_overrides=_overrides(data.get("drain_overrides", {}), source, "drain_overrides"),
+        quarantine_overrides=_overrides(data.get("quarantineOverrides", {}), source, "quarantineOverrides"),
+        drain_overrides=_overrides(data.get("drainOverrides", {}), source, "drainOverrides"),
     )
-    claimed = data.get("idempotency_key")
+    claimed = data.get("idempotencyKey")
     if claimed is not None and claimed != event.idempotency_key:
         raise BadInputError(
-            f"{source}: idempotency_key {claimed!r} does not match the content ({event.idempotency_key});"
+            f"{source}: idempotencyKey {claimed!r} does not match the content ({event.idempotency_key});"
             " leave it out to have it derived"
         )
     return event

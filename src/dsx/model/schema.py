@@ -8,14 +8,16 @@ msgspec and translates its one error into a `BadInputError` (or the class the ca
 checks a schema cannot say (one field against another, CEL that compiles) stay with the caller.
 
 `renamed` reads documents written before the camelCase convention: a snake_case key whose
-camelCase form is a field is renamed and reported once, so the caller can warn.
+camelCase form is a field is renamed and reported once, so the caller can warn. `document` is
+the one door for a file of a kind (SentinelPolicy, AnalyzerRules, NodePolicies, LogProfile,
+XidCatalog): top-level checks, old spellings renamed with one warning per key, then `decode`.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -23,6 +25,8 @@ import msgspec
 from dsx.errors import BadInputError, allowed_values_message
 
 if TYPE_CHECKING:
+    import logging  # the caller's logger is passed in: `dsx recipe` imports no logging
+
     from msgspec import inspect as mi  # imported where used: only errors and old spellings need it
 
 T = TypeVar("T")
@@ -38,6 +42,37 @@ _NAMES = {
     "object": "a mapping",
     "null": "null",
 }
+
+
+class Section(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A document or a section of one: camelCase keys, unknown keys refused."""
+
+
+def document(
+    data: object,
+    kind: type[T],
+    *,
+    api_version: str,
+    kind_name: str,
+    source: str,
+    log: logging.Logger,
+    separator: str = ".",
+    error: type[BadInputError] = BadInputError,
+) -> T:
+    """A whole file of one kind: a mapping with this apiVersion and kind, old keys warned about, decoded."""
+    if not isinstance(data, Mapping):
+        raise error(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    if data.get("apiVersion") != api_version or data.get("kind") != kind_name:
+        raise error(f"{source}: expected apiVersion {api_version} and kind {kind_name}")
+    current, old_keys = renamed(data, kind)
+    warn_renamed(log, source, old_keys)
+    return decode(current, kind, source=source, separator=separator, error=error)
+
+
+def warn_renamed(log: logging.Logger, source: str, old_keys: Iterable[tuple[str, str]]) -> None:
+    """One warning per old snake_case key read under its camelCase name."""
+    for old, new in old_keys:
+        log.warning("%s: %s: old snake_case key, read as %s; rename it (keys are camelCase)", source, old, new)
 
 
 def camel(name: str) -> str:

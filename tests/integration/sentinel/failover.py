@@ -74,7 +74,7 @@ def run_failover(
                 "ruleSets": [
                     {
                         "name": "fatal-gpu-fault",
-                        "match": {"all": ["event.is_fatal", f"node.metadata.name == '{node}'"]},
+                        "match": {"all": ["event.isFatal", f"node.metadata.name == '{node}'"]},
                         "taints": [
                             {"key": "sentinel.dsx.run/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}
                         ],

@@ -95,7 +95,7 @@ def test_xid79_to_recertified_release_and_a_failed_recertification_kept_out(
                 "ruleSets": [
                     {
                         "name": "fatal-gpu-fault",
-                        "match": {"all": ["event.is_fatal", f"node.metadata.name in ['{healed}', '{failing}']"]},
+                        "match": {"all": ["event.isFatal", f"node.metadata.name in ['{healed}', '{failing}']"]},
                         "taints": [
                             {"key": "sentinel.dsx.run/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}
                         ],

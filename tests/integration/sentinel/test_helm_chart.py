@@ -258,7 +258,7 @@ def test_the_sentinel_runs_in_cluster_with_the_charts_service_account(
                 "ruleSets": [
                     {
                         "name": "fatal-gpu-fault",
-                        "match": {"all": ["event.is_fatal", f"node.metadata.name == '{node}'"]},
+                        "match": {"all": ["event.isFatal", f"node.metadata.name == '{node}'"]},
                         "taints": [
                             {"key": "sentinel.dsx.run/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}
                         ],

@@ -91,7 +91,7 @@ def test_flooded_kernel_logs_do_not_delay_another_nodes_fault(
                 "ruleSets": [
                     {
                         "name": "fatal-gpu-fault",
-                        "match": {"all": ["event.is_fatal", f"node.metadata.name == '{faulty}'"]},
+                        "match": {"all": ["event.isFatal", f"node.metadata.name == '{faulty}'"]},
                     }
                 ]
             },

@@ -5,6 +5,7 @@ escalation once even when it crashes between append and ack."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -154,14 +155,14 @@ def test_own_and_store_only_events_are_not_counted(shipped: list[analyzer.Analyz
 
 
 def test_check_names_limit_what_a_rule_sees() -> None:
-    only_nvml = rules_from(check_names=["GpuXid"], match="true", threshold=2)
+    only_nvml = rules_from(checkNames=["GpuXid"], match="true", threshold=2)
     minute = timedelta(minutes=1)
     assert fired(only_nvml, [xid_event(at=i * minute) for i in range(3)]) == []
     assert len(fired(only_nvml, [xid_event(at=i * minute, check_name="GpuXid") for i in range(2)])) == 1
 
 
 def test_late_events_are_counted_in_time_order() -> None:
-    rule = rules_from(threshold=3, window_seconds=3600)
+    rule = rules_from(threshold=3, windowSeconds=3600)
     engine = Analyzer(rule)
     assert engine.observe(xid_event(at=timedelta(minutes=50))) == []
     assert engine.observe(xid_event(at=timedelta(minutes=0))) == []  # late; 50 min before the newest
@@ -187,7 +188,7 @@ def test_warm_counts_without_emitting(shipped: list[analyzer.AnalyzerRule]) -> N
 
 def test_idle_groups_are_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(analyzer, "PURGE_EVERY_EVENTS", 10)
-    engine = Analyzer(rules_from(threshold=3, window_seconds=60))
+    engine = Analyzer(rules_from(threshold=3, windowSeconds=60))
     for index in range(9):
         engine.observe(xid_event(at=timedelta(seconds=index), pci=f"0000:{index:02x}:00.0"))
     assert engine.group_count() == 9
@@ -202,13 +203,14 @@ def rules_from(**overrides: Any) -> list[analyzer.AnalyzerRule]:
     rule: dict[str, Any] = {
         "name": "Burst",
         "description": "test rule",
-        "match": "event.check_name == 'KernelLogXid'",
-        "group_by": ["node", "gpu"],
-        "window_seconds": 3600,
+        "match": "event.checkName == 'KernelLogXid'",
+        "groupBy": ["node", "gpu"],
+        "windowSeconds": 3600,
         "threshold": 3,
-        "emit": {"component_class": "GPU", "is_fatal": True, "recommended_action": "CONTACT_SUPPORT", "message": "m"},
+        "emit": {"componentClass": "GPU", "isFatal": True, "recommendedAction": "CONTACT_SUPPORT", "message": "m"},
     }
     rule.update(overrides)
+    rule = {key: value for key, value in rule.items() if value is not None}
     return analyzer.rules_from_dict(
         {"apiVersion": "dsx.health/v1alpha1", "kind": "AnalyzerRules", "rules": [rule]}, source="rules.yaml"
     )
@@ -218,24 +220,25 @@ def rules_from(**overrides: Any) -> list[analyzer.AnalyzerRule]:
     ("overrides", "message"),
     [
         (
-            {"group_by": ["gpu", "rack"]},
-            "rules.yaml: rules[0].group_by: key: 'rack' is not allowed; allowed values: node",
+            {"groupBy": ["gpu", "rack"]},
+            "rules.yaml: rules[0].groupBy: key: 'rack' is not allowed; allowed values: node",
         ),
-        ({"group_by": []}, "rules[0].group_by: expected a non-empty list"),
-        ({"match": "event.check_name =="}, "rules.yaml: rules[0].match: invalid CEL"),
-        ({"window_seconds": 0}, "rules[0].window_seconds: expected a positive number, got 0"),
-        ({"threshold": 0}, "rules[0].threshold: expected an integer ≥ 1, got 0"),
+        ({"groupBy": []}, "rules[0].groupBy: [] is out of range; allowed: a list of length at least 1"),
+        ({"match": "event.checkName =="}, "rules.yaml: rules[0].match: invalid CEL"),
+        ({"windowSeconds": 0}, "rules[0].windowSeconds: 0 is out of range; allowed: a number above 0"),
+        ({"windowSeconds": "20"}, "rules[0].windowSeconds: expected a number, got '20'"),
+        ({"threshold": 0}, "rules[0].threshold: 0 is out of range; allowed: an integer at least 1"),
         (
-            {"emit": {"component_class": "GPU", "is_fatal": True, "recommended_action": "REBOOT"}},
-            "rules[0].emit: recommended_action: 'REBOOT'",
+            {"emit": {"componentClass": "GPU", "isFatal": True, "recommendedAction": "REBOOT"}},
+            "rules[0].emit: recommendedAction: 'REBOOT' is not allowed; allowed values: NONE, COMPONENT_RESET",
         ),
         (
-            {"emit": {"component_class": "GPU", "is_fatal": True, "colour": "red"}},
+            {"emit": {"componentClass": "GPU", "isFatal": True, "colour": "red"}},
             "rules[0].emit: field: 'colour' is not allowed",
         ),
-        ({"window": 5}, "rules[0]: field: 'window' is not allowed"),
-        ({"name": ""}, "rules[0].name: expected a non-empty string"),
-        ({"check_names": "KernelLogXid"}, "rules[0].check_names: expected a list of check names"),
+        ({"window": 5}, "rules[0]: field: 'window' is not allowed; allowed values: name, match, groupBy"),
+        ({"name": ""}, "rules[0].name: '' is out of range; allowed: a string of length at least 1"),
+        ({"checkNames": "KernelLogXid"}, "rules[0].checkNames: expected a list, got 'KernelLogXid'"),
     ],
 )
 def test_malformed_rules_are_refused(overrides: dict[str, Any], message: str) -> None:
@@ -244,16 +247,45 @@ def test_malformed_rules_are_refused(overrides: dict[str, Any], message: str) ->
     assert message in str(info.value)
 
 
+def test_old_snake_case_rules_read_the_same_with_one_warning_per_old_key(caplog: pytest.LogCaptureFixture) -> None:
+    current = rules_from()[0]
+    with caplog.at_level(logging.WARNING, logger="dsx.health.analyzer"):
+        old = rules_from(
+            match="event.check_name == 'KernelLogXid'",
+            groupBy=None,
+            windowSeconds=None,
+            group_by=["node", "gpu"],
+            window_seconds=3600,
+            emit={"component_class": "GPU", "is_fatal": True, "recommended_action": "CONTACT_SUPPORT", "message": "m"},
+        )[0]
+    assert (old.group_by, old.window_seconds, old.emit) == (current.group_by, current.window_seconds, current.emit)
+    event = xid_event()
+    assert old.match.test({"event": event.content()}) == current.match.test({"event": event.content()}) is True
+    warned = sorted(r.getMessage() for r in caplog.records)
+    assert warned == [
+        "rules.yaml: rules[0].emit: component_class: old snake_case key, read as componentClass;"
+        " rename it (keys are camelCase)",
+        "rules.yaml: rules[0].emit: is_fatal: old snake_case key, read as isFatal; rename it (keys are camelCase)",
+        "rules.yaml: rules[0].emit: recommended_action: old snake_case key, read as recommendedAction;"
+        " rename it (keys are camelCase)",
+        "rules.yaml: rules[0].group_by: old snake_case key, read as groupBy; rename it (keys are camelCase)",
+        "rules.yaml: rules[0].match: event.check_name: old snake_case field, read as event.checkName;"
+        " rename it (keys are camelCase)",
+        "rules.yaml: rules[0].window_seconds: old snake_case key, read as windowSeconds;"
+        " rename it (keys are camelCase)",
+    ]
+
+
 def test_rule_files_need_the_kind_and_unique_names() -> None:
     with pytest.raises(BadInputError, match=r"expected apiVersion dsx\.health/v1alpha1 and kind AnalyzerRules"):
         analyzer.rules_from_dict({"kind": "Other", "rules": []}, source="x.yaml")
     rule = {
         "name": "A",
         "match": "true",
-        "group_by": ["node"],
-        "window_seconds": 1,
+        "groupBy": ["node"],
+        "windowSeconds": 1,
         "threshold": 1,
-        "emit": {"component_class": "GPU", "is_fatal": False},
+        "emit": {"componentClass": "GPU", "isFatal": False},
     }
     with pytest.raises(BadInputError, match="rule name 'A' is used twice"):
         analyzer.rules_from_dict(

@@ -5,6 +5,7 @@ same content; the node state machine allows exactly the documented moves."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -55,8 +56,57 @@ def test_round_trip_through_json_keeps_every_field() -> None:
     back = HealthEvent.from_dict(json.loads(text))
     assert back == event
     assert back.idempotency_key == event.idempotency_key
-    assert json.loads(text)["recommended_action"] == "RESTART_BM"
-    assert json.loads(text)["generated_at"] == "2026-11-29T12:00:00.123456Z"
+    assert json.loads(text)["recommendedAction"] == "RESTART_BM"
+    assert json.loads(text)["generatedAt"] == "2026-11-29T12:00:00.123456Z"
+
+
+GOLDEN_KEY = "sha256:6277b699cd8833d3f31e269128b6a3f4708292200154fdb3605da4d7a11cb331"
+"""The key dsx derived for `golden()` before the camelCase spelling (computed with the old code)."""
+GOLDEN_ROW = (
+    '{"agent":"kernel-log-monitor","check_name":"KernelLogXid","component_class":"GPU",'
+    '"custom_recommended_action":"","drain_overrides":{"force":false,"skip":false},'
+    '"entities":[{"type":"PCI","value":"0000:3b:00.0"},{"type":"GPU","value":"2"}],"error_codes":["79"],'
+    '"generated_at":"2026-03-01T12:00:00.250000Z","is_fatal":true,"is_healthy":false,"message":"Xid 79",'
+    '"metadata":{"line":"7"},"node_name":"gpu-node-1","processing_strategy":"EXECUTE_REMEDIATION",'
+    '"quarantine_overrides":{"force":false,"skip":false},"recommended_action":"RESTART_BM","schema_version":1}'
+)
+"""The document the old dsx stored for `golden()` (events.document)."""
+
+
+def golden() -> HealthEvent:
+    return xid79(
+        node_name="gpu-node-1",
+        generated_at=datetime(2026, 3, 1, 12, 0, 0, 250000, tzinfo=UTC),
+        message="Xid 79",
+        metadata={"line": "7"},
+    )
+
+
+def test_the_key_and_the_stored_document_are_those_of_the_old_snake_case_dsx() -> None:
+    event = golden()
+    assert event.idempotency_key == GOLDEN_KEY
+    assert event.canonical_json == GOLDEN_ROW
+    assert HealthEvent.from_dict(json.loads(GOLDEN_ROW), source="event store") == event  # an old row reads back
+    assert set(event.to_dict()) >= {"checkName", "isFatal", "idempotencyKey"}  # the wire spelling is camelCase
+
+
+def test_an_old_snake_case_body_reads_as_the_same_event_with_the_same_key() -> None:
+    old = {
+        re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key): value for key, value in golden().to_dict().items()
+    }
+    assert "is_fatal" in old and "idempotency_key" in old
+    event = HealthEvent.from_dict(old, source="posted")
+    assert event == golden() and event.idempotency_key == GOLDEN_KEY
+    assert ("is_fatal", "isFatal") in health.old_keys(old)
+    assert health.old_keys(golden().to_dict()) == []
+
+
+def test_old_field_names_in_cel_rules_are_rewritten_and_reported() -> None:
+    text, found = health.camel_expression(
+        "event.is_fatal && 'x' in event.metadata.some_key && event.error_codes.size() > 0"
+    )
+    assert text == "event.isFatal && 'x' in event.metadata.some_key && event.errorCodes.size() > 0"
+    assert found == [("event.is_fatal", "event.isFatal"), ("event.error_codes", "event.errorCodes")]
 
 
 def test_key_is_stable_across_equal_content_and_time_zones() -> None:
@@ -82,22 +132,23 @@ def test_key_changes_with_content(change: dict[str, object]) -> None:
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda d: d.update(recommended_action="REBOOT"), "recommended_action: 'REBOOT' is not allowed"),
-        (lambda d: d.update(component_class="gpu"), "component_class: 'gpu' is not allowed"),
+        (lambda d: d.update(recommendedAction="REBOOT"), "recommendedAction: 'REBOOT' is not allowed"),
+        (lambda d: d.update(componentClass="gpu"), "componentClass: 'gpu' is not allowed"),
         (lambda d: d.update(colour="red"), "field: 'colour' is not allowed"),
-        (lambda d: d.pop("node_name"), "missing required field node_name"),
-        (lambda d: d.update(generated_at="2026-11-29T12:00:00"), "has no time zone"),
-        (lambda d: d.update(generated_at="yesterday"), "not an RFC 3339 timestamp"),
-        (lambda d: d.update(is_fatal="yes"), "is_fatal: expected true or false"),
-        (lambda d: d.update(schema_version=2), "schema_version: 2 is not allowed"),
+        (lambda d: d.pop("nodeName"), "missing required field nodeName"),
+        (lambda d: d.update(generatedAt="2026-11-29T12:00:00"), "has no time zone"),
+        (lambda d: d.update(generatedAt="yesterday"), "not an RFC 3339 timestamp"),
+        (lambda d: d.update(isFatal="yes"), "isFatal: expected true or false"),
+        (lambda d: d.update(schemaVersion=2), "schemaVersion: 2 is not allowed"),
         (lambda d: d.update(entities=[{"type": "GPU"}]), "entities[0]: expected a mapping with exactly"),
         (lambda d: d.update(entities=[{"type": "DIMM", "value": "1"}]), "entities[0].type: 'DIMM'"),
-        (lambda d: d.update(error_codes="79"), "error_codes: expected a list"),
+        (lambda d: d.update(errorCodes="79"), "errorCodes: expected a list"),
         (lambda d: d.update(metadata={"a": 1}), "metadata.a: expected a string value"),
-        (lambda d: d.update(drain_overrides={"now": True}), "drain_overrides: expected a mapping"),
-        (lambda d: d.update(idempotency_key="sha256:00"), "does not match the content"),
-        (lambda d: d.update(is_healthy=True), "is_fatal and is_healthy are both true"),
-        (lambda d: d.update(recommended_action="CUSTOM"), "custom_recommended_action is required"),
+        (lambda d: d.update(drainOverrides={"now": True}), "drainOverrides: expected a mapping"),
+        (lambda d: d.update(idempotencyKey="sha256:00"), "does not match the content"),
+        (lambda d: d.update(isHealthy=True), "isFatal and isHealthy are both true"),
+        (lambda d: d.update(recommendedAction="CUSTOM"), "customRecommendedAction is required"),
+        (lambda d: d.update(is_fatal=False), "field: 'is_fatal' is not allowed"),  # both spellings of one key
     ],
 )
 def test_malformed_input_names_the_field(mutate: object, expected: str) -> None:
@@ -113,12 +164,12 @@ def test_defaults_fill_optional_fields() -> None:
     event = HealthEvent.from_dict(
         {
             "agent": "a",
-            "component_class": "NODE",
-            "check_name": "NodeNotReady",
-            "node_name": "n1",
-            "generated_at": "2026-11-29T12:00:00Z",
-            "is_fatal": False,
-            "is_healthy": True,
+            "componentClass": "NODE",
+            "checkName": "NodeNotReady",
+            "nodeName": "n1",
+            "generatedAt": "2026-11-29T12:00:00Z",
+            "isFatal": False,
+            "isHealthy": True,
         }
     )
     assert event.recommended_action is RecommendedAction.NONE

@@ -4,6 +4,7 @@ when a verdict changes, send a baseline per node, survive odd nodes, and refuse 
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 import pytest
@@ -97,7 +98,7 @@ def test_a_node_without_status_is_handled_and_errors_are_kept() -> None:
                 {
                     "name": "careless",
                     "predicate": "node.status.conditions.size() > 100",
-                    "event": {"check_name": "Careless", "component_class": "NODE", "is_fatal": True},
+                    "event": {"checkName": "Careless", "componentClass": "NODE", "isFatal": True},
                 },
                 {
                     "name": "stale-heartbeat",
@@ -105,7 +106,7 @@ def test_a_node_without_status_is_handled_and_errors_are_kept() -> None:
                         "node.status.conditions.exists(c, c.type == 'Ready'"
                         " && now_seconds - double(int(timestamp(c.lastHeartbeatTime))) > 300.0)"
                     ),
-                    "event": {"check_name": "StaleHeartbeat", "component_class": "NODE", "is_fatal": True},
+                    "event": {"checkName": "StaleHeartbeat", "componentClass": "NODE", "isFatal": True},
                 },
             ],
         },
@@ -125,7 +126,7 @@ def minimal(**changes: Any) -> dict[str, Any]:
     policy: dict[str, Any] = {
         "name": "p",
         "predicate": "true",
-        "event": {"check_name": "P", "component_class": "NODE", "is_fatal": True},
+        "event": {"checkName": "P", "componentClass": "NODE", "isFatal": True},
     }
     policy.update(changes)
     return {"apiVersion": "dsx.health/v1alpha1", "kind": "NodePolicies", "policies": [policy]}
@@ -136,13 +137,13 @@ def minimal(**changes: Any) -> dict[str, Any]:
     [
         (minimal(predicate="node.status =="), "policies.yaml: policies[0].predicate: invalid CEL"),
         (
-            minimal(event={"check_name": "P", "component_class": "POD", "is_fatal": True}),
-            "policies[0].event: component_class: 'POD'",
+            minimal(event={"checkName": "P", "componentClass": "POD", "isFatal": True}),
+            "policies[0].event: componentClass: 'POD' is not allowed; allowed values: GPU, NVSWITCH, NIC, NODE",
         ),
         (minimal(enabled="yes"), "policies[0].enabled: expected true or false"),
         (minimal(when="always"), "policies[0]: field: 'when' is not allowed"),
         (
-            minimal(event={"check_name": "P", "component_class": "NODE", "is_fatal": True, "metadata": [1]}),
+            minimal(event={"checkName": "P", "componentClass": "NODE", "isFatal": True, "metadata": [1]}),
             "policies[0].event.metadata: expected a mapping",
         ),
         ({"kind": "NodePolicies", "policies": []}, "expected apiVersion dsx.health/v1alpha1 and kind NodePolicies"),
@@ -152,6 +153,18 @@ def test_bad_policy_files_are_refused(document: dict[str, Any], message: str) ->
     with pytest.raises(BadInputError) as info:
         kube_objects.policies_from_dict(document, source="policies.yaml")
     assert message in str(info.value)
+
+
+def test_old_snake_case_policies_read_the_same_with_one_warning_per_old_key(caplog: pytest.LogCaptureFixture) -> None:
+    current = kube_objects.policies_from_dict(minimal(), source="p.yaml")
+    old_event = {"check_name": "P", "component_class": "NODE", "is_fatal": True}
+    with caplog.at_level(logging.WARNING, logger="dsx.health.monitors.kube_objects"):
+        old = kube_objects.policies_from_dict(minimal(event=old_event), source="p.yaml")
+    assert [p.event for p in old] == [p.event for p in current]
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"p.yaml: policies[0].event: {key}: old snake_case key, read as {new}; rename it (keys are camelCase)"
+        for key, new in (("check_name", "checkName"), ("component_class", "componentClass"), ("is_fatal", "isFatal"))
+    ]
 
 
 def test_disabled_policies_are_checked_but_left_out() -> None:

@@ -12,6 +12,7 @@ from dsx import serialization
 from dsx.errors import BadInputError
 from dsx.health import policy
 from dsx.model import schema
+from dsx.model.health import camel_expression
 
 OLD_SPELLING = """
 apiVersion: dsx.health/v1alpha1
@@ -53,6 +54,8 @@ def _camel(value: object, *, keep: bool = False) -> object:
         }
     if isinstance(value, list):
         return [_camel(v) for v in value]
+    if isinstance(value, str):
+        return camel_expression(value)[0]  # CEL rules name event fields in camelCase too
     return value
 
 
@@ -64,7 +67,11 @@ def test_the_old_snake_case_spelling_reads_the_same_with_one_warning_per_old_key
     warned = [r.getMessage() for r in caplog.records]
     assert "old.yaml: dry_run: old snake_case key, read as dryRun; rename it (keys are camelCase)" in warned
     assert any(m.startswith("old.yaml: drain.namespaces[0].timeout_seconds: ") for m in warned)
-    assert len(warned) == 20  # one per old key; the label key with an underscore is not a field
+    assert (
+        "old.yaml.quarantine.ruleSets[0].match.all[0]: event.is_fatal: old snake_case field, read as event.isFatal;"
+        " rename it (keys are camelCase)" in warned
+    )
+    assert len(warned) == 21  # one per old key and old event field; the label key with an underscore is not a field
 
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="dsx.health.policy"):

@@ -9,29 +9,38 @@ framework is adding a file; see docs/parsers.md.
 
 Timestamps are read with or without fractional seconds whatever the `format` says: frameworks
 print `16:03:52` and `16:03:52.889599` from the same code path depending on version. When the
-line prints `global_step` (Lightning, NeMo), `step.global_step_field` makes it the step number, so
+line prints `global_step` (Lightning, NeMo), `step.globalStepField` makes it the step number, so
 the in-epoch iteration that restarts at 0 every epoch is not read as a restart.
 
 Field names carry their unit (`step_time_seconds`, `tflops_per_gpu`, `mfu_percent`); a field
 printed in another unit says so with `unit` and is converted on read. The macros `<number>`
 (a decimal with optional thousands separators and exponent) and `<int>` keep the regexes short.
+
+Keys are camelCase (`warmupSteps`, `tokensPerSecondScope`); files written before that are still
+read with one warning per old key. The file is decoded by a schema (`ProfileDocument`).
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+import msgspec
 
 from dsx import catalog, serialization
 from dsx.certify.parsing import lines
 from dsx.errors import CatalogError, NotFoundError, allowed_values_message
+from dsx.model import schema
+
+log = logging.getLogger("dsx.certify.parsing.profiles")
 
 API_VERSION = "dsx.certify/v1alpha1"
 KIND = "LogProfile"
@@ -190,22 +199,9 @@ def parse_time(text: str, time_format: str) -> datetime | None:
 
 
 _MACROS = {"<number>": f"(?:{lines.NUMBER})", "<int>": r"\d+"}
-_TOP_KEYS = {
-    "apiVersion",
-    "kind",
-    "name",
-    "framework",
-    "description",
-    "priority",
-    "warmup_steps",
-    "tokens_per_second_scope",
-    "step",
-    "fields",
-    "events",
-    "timestamp",
-    "examples",
-}
 _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]*$")
+_Text = Annotated[str, msgspec.Meta(min_length=1)]
+_P = TypeVar("_P", bound=schema.Section)
 
 
 def directory() -> Path:
@@ -241,136 +237,158 @@ def load_file(path: Path) -> LogProfile:
     return from_dict(data, source=str(path))
 
 
+class _StepDoc(schema.Section, frozen=True):
+    regex: str
+    global_step_field: str | None = None
+
+
+class _FieldDoc(schema.Section, frozen=True):
+    regex: str
+    unit: Unit = Unit.NONE
+
+
+class _EventDoc(schema.Section, frozen=True):
+    regex: str
+    example: str
+    unit: Unit = Unit.SECONDS
+
+
+class _TimestampDoc(schema.Section, frozen=True):
+    regex: str
+    format: _Text
+
+
+class _ExampleDoc(schema.Section, frozen=True):
+    line: str
+    expect: dict[str, float | int | None]
+
+
+class ProfileDocument(schema.Section, frozen=True):
+    """The LogProfile file as written (camelCase keys; old snake_case keys read with a warning).
+
+    Field names under `fields` and `expect` and event kinds under `events` are data, not keys:
+    they keep their spelling (`step_time_seconds`, `checkpoint_save_end`).
+    """
+
+    api_version: str
+    kind: str
+    name: _Text
+    framework: _Text
+    description: _Text
+    step: _StepDoc
+    fields: Annotated[dict[str, object], msgspec.Meta(min_length=1)]
+    """Field name → a pattern (`_FieldDoc`) or a list of them, decoded one by one so errors name the field."""
+    examples: Annotated[list[_ExampleDoc], msgspec.Meta(min_length=1)]
+    events: dict[str, object] = msgspec.field(default_factory=dict)
+    """Event kind → a pattern (`_EventDoc`) or a list of them."""
+    timestamp: _TimestampDoc | None = None
+    priority: Annotated[int, msgspec.Meta(ge=0)] = 0
+    warmup_steps: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_per_second_scope: TokensScope = TokensScope.NOT_PRINTED
+
+
 def from_dict(data: Mapping[str, Any], *, source: str) -> LogProfile:
     """Validate and compile one profile; every error names `source` and the field."""
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise CatalogError(allowed_values_message(source, "key", unknown[0], sorted(_TOP_KEYS)))
-    if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
-        raise CatalogError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
-    name = _string(data, "name", source)
-    step_spec = data.get("step")
-    if not isinstance(step_spec, Mapping):
-        raise CatalogError(f"{source}: step: expected a mapping with a regex")
-    unknown_step = sorted(set(step_spec) - {"regex", "global_step_field"})
-    if unknown_step:
-        raise CatalogError(allowed_values_message(source, "step key", unknown_step[0], ["global_step_field", "regex"]))
-    step = _compile(step_spec.get("regex"), source, "step.regex")
+    doc = schema.document(
+        data,
+        ProfileDocument,
+        api_version=API_VERSION,
+        kind_name=KIND,
+        source=source,
+        log=log,
+        separator=": ",
+        error=CatalogError,
+    )
+    step = _compile(doc.step.regex, source, "step.regex")
     if "step" not in step.groupindex:
         raise CatalogError(f"{source}: step.regex: needs a named group 'step'")
-    fields = _fields(data.get("fields"), source)
-    global_step_field = step_spec.get("global_step_field")
-    if global_step_field is not None and (not isinstance(global_step_field, str) or global_step_field not in fields):
-        raise CatalogError(allowed_values_message(source, "step.global_step_field", global_step_field, sorted(fields)))
-    timestamp, timestamp_format = _timestamp(data.get("timestamp"), source)
-    scope = data.get("tokens_per_second_scope", TokensScope.NOT_PRINTED.value)
-    if not isinstance(scope, str) or scope not in {s.value for s in TokensScope}:
-        raise CatalogError(
-            allowed_values_message(source, "tokens_per_second_scope", scope, [s.value for s in TokensScope])
-        )
+    fields = _fields(doc.fields, source)
+    global_step_field = doc.step.global_step_field
+    if global_step_field is not None and global_step_field not in fields:
+        raise CatalogError(allowed_values_message(source, "step.globalStepField", global_step_field, sorted(fields)))
+    timestamp, timestamp_format = _timestamp(doc.timestamp, source)
     return LogProfile(
-        name=name,
-        framework=_string(data, "framework", source),
-        description=_string(data, "description", source),
+        name=doc.name,
+        framework=doc.framework,
+        description=doc.description,
         step=step,
         global_step_field=global_step_field,
         fields=fields,
-        events=_events(data.get("events"), source),
+        events=_events(doc.events, source),
         timestamp=timestamp,
         timestamp_format=timestamp_format,
-        priority=_integer(data, "priority", source),
-        warmup_steps=_integer(data, "warmup_steps", source),
-        tokens_per_second_scope=TokensScope(scope),
-        examples=_examples(data.get("examples"), source),
+        priority=doc.priority,
+        warmup_steps=doc.warmup_steps,
+        tokens_per_second_scope=doc.tokens_per_second_scope,
+        examples=_examples(doc.examples, source),
         source=source,
     )
 
 
-def _fields(spec: object, source: str) -> dict[str, tuple[FieldPattern, ...]]:
-    if not isinstance(spec, Mapping) or not spec:
-        raise CatalogError(f"{source}: fields: expected a mapping of field name to pattern")
+def _alternatives(value: object, kind: type[_P], source: str, where: str) -> list[tuple[str, _P]]:
+    """One pattern or a list of them, each decoded with its own path (`fields.loss[1]`)."""
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]" if isinstance(value, list) else where
+        out.append((at, schema.decode(item, kind, source=f"{source}: {at}", separator=".", error=CatalogError)))
+    return out
+
+
+def _fields(spec: Mapping[str, object], source: str) -> dict[str, tuple[FieldPattern, ...]]:
     out: dict[str, tuple[FieldPattern, ...]] = {}
     for name, alternatives in spec.items():
         where = f"fields.{name}"
-        if not isinstance(name, str) or not _FIELD_NAME.match(name) or name == "step":
+        if not _FIELD_NAME.match(name) or name == "step":
             raise CatalogError(f"{source}: {where}: field names are snake_case and not 'step'")
-        items = alternatives if isinstance(alternatives, list) else [alternatives]
         patterns = []
-        for index, item in enumerate(items):
-            at = f"{where}[{index}]" if isinstance(alternatives, list) else where
-            if not isinstance(item, Mapping) or not set(item) <= {"regex", "unit"}:
-                raise CatalogError(f"{source}: {at}: expected a mapping with regex and optional unit")
-            regex = _compile(item.get("regex"), source, f"{at}.regex")
+        for at, item in _alternatives(alternatives, _FieldDoc, source, where):
+            regex = _compile(item.regex, source, f"{at}.regex")
             if "value" not in regex.groupindex:
                 raise CatalogError(f"{source}: {at}.regex: needs a named group 'value'")
-            unit_text = item.get("unit", Unit.NONE.value)
-            if not isinstance(unit_text, str) or unit_text not in {u.value for u in Unit}:
-                raise CatalogError(allowed_values_message(source, f"{at}.unit", unit_text, [u.value for u in Unit]))
-            unit = Unit(unit_text)
-            if unit.is_time and not name.endswith("_seconds"):
+            if item.unit.is_time and not name.endswith("_seconds"):
                 raise CatalogError(f"{source}: {at}: a time unit converts to seconds; name the field *_seconds")
-            patterns.append(FieldPattern(regex, unit))
+            patterns.append(FieldPattern(regex, item.unit))
         out[name] = tuple(patterns)
     return out
 
 
-def _events(spec: object, source: str) -> tuple[EventPattern, ...]:
+def _events(spec: Mapping[str, object], source: str) -> tuple[EventPattern, ...]:
     """`events: {kind: {regex, unit?, example}}` or a list of such per kind; none is fine."""
-    if spec is None:
-        return ()
     kinds = [k.value for k in EventKind]
-    if not isinstance(spec, Mapping):
-        raise CatalogError(f"{source}: events: expected a mapping of event kind to pattern")
     out: list[EventPattern] = []
     for name, alternatives in spec.items():
         if name not in kinds:
             raise CatalogError(allowed_values_message(source, "events", name, kinds))
-        items = alternatives if isinstance(alternatives, list) else [alternatives]
-        for index, item in enumerate(items):
-            at = f"events.{name}[{index}]" if isinstance(alternatives, list) else f"events.{name}"
-            if not isinstance(item, Mapping) or not set(item) <= {"regex", "unit", "example"}:
-                raise CatalogError(f"{source}: {at}: expected a mapping with regex, example and optional unit")
-            regex = _compile(item.get("regex"), source, f"{at}.regex")
+        for at, item in _alternatives(alternatives, _EventDoc, source, f"events.{name}"):
+            regex = _compile(item.regex, source, f"{at}.regex")
             extra = sorted(set(regex.groupindex) - EVENT_GROUPS)
             if extra:
                 raise CatalogError(allowed_values_message(source, f"{at}.regex group", extra[0], sorted(EVENT_GROUPS)))
-            unit_text = item.get("unit", Unit.SECONDS.value)
-            if (
-                not isinstance(unit_text, str)
-                or unit_text not in {u.value for u in Unit}
-                or not Unit(unit_text).is_time
-            ):
+            if not item.unit.is_time:
                 allowed = [u.value for u in Unit if u.is_time]
-                raise CatalogError(allowed_values_message(source, f"{at}.unit", unit_text, allowed))
-            example = item.get("example")
-            if not isinstance(example, str) or not regex.search(example):
+                raise CatalogError(allowed_values_message(source, f"{at}.unit", item.unit.value, allowed))
+            if not regex.search(item.example):
                 raise CatalogError(f"{source}: {at}.example: expected a line the regex matches")
-            out.append(EventPattern(EventKind(name), regex, Unit(unit_text), example))
+            out.append(EventPattern(EventKind(name), regex, item.unit, item.example))
     return tuple(out)
 
 
-def _timestamp(spec: object, source: str) -> tuple[re.Pattern[str] | None, str | None]:
+def _timestamp(spec: _TimestampDoc | None, source: str) -> tuple[re.Pattern[str] | None, str | None]:
     if spec is None:
         return None, None
-    if not isinstance(spec, Mapping) or set(spec) != {"regex", "format"}:
-        raise CatalogError(f"{source}: timestamp: expected a mapping with regex and format")
-    regex = _compile(spec["regex"], source, "timestamp.regex")
+    regex = _compile(spec.regex, source, "timestamp.regex")
     if "value" not in regex.groupindex:
         raise CatalogError(f"{source}: timestamp.regex: needs a named group 'value'")
-    return regex, _string(spec, "format", source, prefix="timestamp.")
+    return regex, spec.format
 
 
-def _examples(spec: object, source: str) -> tuple[Example, ...]:
-    if not isinstance(spec, list) or not spec:
-        raise CatalogError(f"{source}: examples: expected at least one example line with its values")
+def _examples(spec: list[_ExampleDoc], source: str) -> tuple[Example, ...]:
     out = []
     for index, item in enumerate(spec):
-        if not isinstance(item, Mapping) or not isinstance(item.get("line"), str):
-            raise CatalogError(f"{source}: examples[{index}]: expected a mapping with line and expect")
-        expect = item.get("expect")
-        if not isinstance(expect, Mapping) or "step" not in expect:
+        if "step" not in item.expect:
             raise CatalogError(f"{source}: examples[{index}].expect: expected a mapping that names at least step")
-        out.append(Example(item["line"], dict(expect)))
+        out.append(Example(item.line, dict(item.expect)))
     return tuple(out)
 
 
@@ -383,17 +401,3 @@ def _compile(text: object, source: str, where: str) -> re.Pattern[str]:
         return re.compile(text)
     except re.error as exc:
         raise CatalogError(f"{source}: {where}: invalid regular expression: {exc}") from exc
-
-
-def _string(data: Mapping[str, Any], key: str, source: str, *, prefix: str = "") -> str:
-    value = data.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise CatalogError(f"{source}: {prefix}{key}: expected a non-empty string")
-    return value
-
-
-def _integer(data: Mapping[str, Any], key: str, source: str) -> int:
-    value = data.get(key, 0)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise CatalogError(f"{source}: {key}: expected a non-negative integer, got {value!r}")
-    return value

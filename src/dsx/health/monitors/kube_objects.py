@@ -15,6 +15,7 @@ Policies: `src/dsx/catalog/rules/kube_objects.yaml` (kind NodePolicies).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections import deque
@@ -22,10 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from dsx import catalog, cel, serialization
-from dsx.errors import BadInputError, allowed_values_message
+from dsx.errors import BadInputError
+from dsx.model import health, schema
 from dsx.model.health import HealthEvent, RecommendedAction
 
 AGENT = "kubernetes-object-monitor"
@@ -33,7 +37,7 @@ API_VERSION = "dsx.health/v1alpha1"
 KIND = "NodePolicies"
 POLICIES_PATH = catalog.path("rules", "kube_objects.yaml")
 VARIABLES = ("node", "now_seconds")
-_POLICY_KEYS = ("name", "description", "enabled", "predicate", "event")
+log = logging.getLogger("dsx.health.monitors.kube_objects")
 
 
 @dataclass(frozen=True)
@@ -109,59 +113,52 @@ def _event(policy: NodePolicy, node_name: str, unhealthy: bool, at: datetime) ->
     )
 
 
+class _PolicyDoc(schema.Section, frozen=True):
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    predicate: str
+    event: dict[str, Any]
+    """HealthEvent fields of the unhealthy event (camelCase; old snake_case keys warned about)."""
+    description: str = ""
+    enabled: bool = True
+
+
+class PoliciesDocument(schema.Section, frozen=True):
+    """The NodePolicies file as written (camelCase keys; old snake_case keys read with a warning)."""
+
+    api_version: str
+    kind: str
+    policies: list[_PolicyDoc]
+
+
 def load_policies(path: str | Path = POLICIES_PATH) -> list[NodePolicy]:
     """Read and validate a policies file; disabled policies are left out."""
     return policies_from_dict(serialization.load_mapping_file(path), source=str(path))
 
 
 def policies_from_dict(data: Mapping[str, Any], *, source: str) -> list[NodePolicy]:
-    if not isinstance(data, Mapping):
-        raise BadInputError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
-    if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
-        raise BadInputError(f"{source}: expected apiVersion {API_VERSION} and kind {KIND}")
-    raw = data.get("policies")
-    if not isinstance(raw, list):
-        raise BadInputError(f"{source}: policies: expected a list")
+    doc = schema.document(
+        data, PoliciesDocument, api_version=API_VERSION, kind_name=KIND, source=source, log=log, separator=": "
+    )
     policies: list[NodePolicy] = []
     names: set[str] = set()
-    for index, item in enumerate(raw):
+    for index, item in enumerate(doc.policies):
         where = f"{source}: policies[{index}]"
         policy = _policy(item, where)
-        if policy is None:
-            continue
-        if policy.name in names:
-            raise BadInputError(f"{where}.name: {policy.name!r} is used twice")
-        names.add(policy.name)
-        policies.append(policy)
+        if item.name in names:
+            raise BadInputError(f"{where}.name: {item.name!r} is used twice")
+        names.add(item.name)
+        if item.enabled:
+            policies.append(policy)
     return policies
 
 
-def _policy(item: object, where: str) -> NodePolicy | None:
-    if not isinstance(item, Mapping):
-        raise BadInputError(f"{where}: expected a mapping")
-    unknown = sorted(set(item) - set(_POLICY_KEYS))
-    if unknown:
-        raise BadInputError(allowed_values_message(where, "field", unknown[0], _POLICY_KEYS))
-    for required in ("name", "predicate", "event"):
-        if required not in item:
-            raise BadInputError(f"{where}: missing required field {required}")
-    enabled = item.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise BadInputError(f"{where}.enabled: expected true or false")
-    name, predicate, event = item["name"], item["predicate"], item["event"]
-    if not isinstance(name, str) or not name:
-        raise BadInputError(f"{where}.name: expected a non-empty string")
-    if not isinstance(predicate, str):
-        raise BadInputError(f"{where}.predicate: expected a CEL expression string")
-    if not isinstance(event, Mapping):
-        raise BadInputError(f"{where}.event: expected a mapping of HealthEvent fields")
-    metadata = event.get("metadata", {})
+def _policy(doc: _PolicyDoc, where: str) -> NodePolicy:
+    metadata = doc.event.get("metadata", {})
     if not isinstance(metadata, Mapping):
         raise BadInputError(f"{where}.event.metadata: expected a mapping of strings to strings")
+    schema.warn_renamed(log, f"{where}.event", health.old_keys(doc.event))
     template = HealthEvent.template(
-        {**event, "metadata": {**metadata, "policy": name}}, agent=AGENT, source=f"{where}.event"
+        {**doc.event, "metadata": {**metadata, "policy": doc.name}}, agent=AGENT, source=f"{where}.event"
     )
-    program = cel.compile_expression(predicate, VARIABLES, origin=f"{where}.predicate")
-    if not enabled:
-        return None
-    return NodePolicy(name, str(item.get("description", "")), program, template)
+    program = cel.compile_expression(doc.predicate, VARIABLES, origin=f"{where}.predicate")
+    return NodePolicy(doc.name, doc.description, program, template)

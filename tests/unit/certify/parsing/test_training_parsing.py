@@ -3,11 +3,13 @@ duplicates count once, restarts and stalls show, absent fields stay absent (None
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from dsx import serialization
 from dsx.certify.parsing import profiles, training
 from dsx.errors import CatalogError, NotFoundError
 
@@ -244,6 +246,24 @@ def test_profile_file_by_path(tmp_path: Path) -> None:
     assert column(run, "step_time_seconds") == [0.0025, 0.0035]
 
 
+def test_old_snake_case_profile_keys_read_the_same_with_one_warning_each(caplog: pytest.LogCaptureFixture) -> None:
+    shipped = profiles.load("nemo2")
+    text = Path(shipped.source).read_text(encoding="utf-8")
+    old_text = text.replace("warmupSteps:", "warmup_steps:").replace(
+        "tokensPerSecondScope:", "tokens_per_second_scope:"
+    )
+    old_text = old_text.replace("globalStepField:", "global_step_field:")
+    assert old_text != text
+    with caplog.at_level(logging.WARNING, logger="dsx.certify.parsing.profiles"):
+        old = profiles.from_dict(serialization.parse_yaml(old_text, source="old.yaml"), source=shipped.source)
+    assert old == shipped
+    assert sorted(r.getMessage().split(": ")[1] for r in caplog.records) == [
+        "step.global_step_field",
+        "tokens_per_second_scope",
+        "warmup_steps",
+    ]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -252,10 +272,17 @@ def test_profile_file_by_path(tmp_path: Path) -> None:
         ({"step": {"regex": "iteration (?P<step>"}}, "step.regex: invalid regular expression"),
         ({"fields": {"step_time": {"regex": "(?P<value>\\d+)", "unit": "ms"}}}, "name the field \\*_seconds"),
         ({"fields": {"loss": {"regex": "loss (\\d+)"}}}, "fields.loss.regex: needs a named group 'value'"),
-        ({"fields": {"loss": {"regex": "(?P<value>x)", "unit": "hours"}}}, "fields.loss.unit: 'hours' is not allowed"),
-        ({"priority": -1}, "priority: expected a non-negative integer"),
-        ({"colour": "red"}, "key: 'colour' is not allowed"),
-        ({"examples": []}, "examples: expected at least one example"),
+        (
+            {"fields": {"loss": {"regex": "(?P<value>x)", "unit": "hours"}}},
+            "x.yaml: fields.loss: unit: 'hours' is not allowed; allowed values: none, s, ms",
+        ),
+        ({"fields": {"loss": [{"regex": "(?P<value>x)"}, {"rx": "y"}]}}, "x.yaml: fields.loss\\[1\\]: field: 'rx'"),
+        ({"priority": -1}, "x.yaml: priority: -1 is out of range; allowed: an integer at least 0"),
+        ({"warmupSteps": "2"}, "x.yaml: warmupSteps: expected an integer, got '2'"),
+        ({"tokensPerSecondScope": "node"}, "tokensPerSecondScope: 'node' is not allowed; allowed values: per_gpu"),
+        ({"colour": "red"}, "x.yaml: field: 'colour' is not allowed; allowed values: apiVersion, kind, name"),
+        ({"examples": []}, "x.yaml: examples: \\[\\] is out of range; allowed: a list of length at least 1"),
+        ({"step": {"regex": "s (?P<step>\\d+)", "globalStepField": "gs"}}, "step.globalStepField: 'gs' is not allowed"),
     ],
 )
 def test_profile_errors_name_the_field(change: dict[str, object], message: str) -> None:

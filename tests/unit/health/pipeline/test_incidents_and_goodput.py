@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import re
 from datetime import timedelta
 
 import pytest
@@ -76,7 +78,7 @@ def test_posted_events_parse_in_every_accepted_shape() -> None:
         (b"[]", "no events"),
         (b'"text"', "expected a HealthEvent object"),
         (json.dumps([xid().to_dict(), {**xid().to_dict(), "bogus": 1}]).encode(), r"events\[1\]: field: 'bogus'"),
-        (json.dumps({**xid().to_dict(), "idempotency_key": "sha256:00"}).encode(), "does not match the content"),
+        (json.dumps({**xid().to_dict(), "idempotencyKey": "sha256:00"}).encode(), "does not match the content"),
     ],
 )
 def test_bad_posts_are_refused_whole_with_the_item_named(body: bytes, message: str) -> None:
@@ -87,3 +89,22 @@ def test_bad_posts_are_refused_whole_with_the_item_named(body: bytes, message: s
 def test_oversized_batches_are_refused() -> None:
     with pytest.raises(PayloadTooLargeError, match="at most 1000"):
         ingest.parse_document([xid().to_dict()] * 1001)
+
+
+def test_an_old_snake_case_post_is_stored_with_the_same_key_and_warned_about_once(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ingest, "_warned", set())
+    event = xid()
+    old = {re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), k): v for k, v in event.to_dict().items()}
+    body = json.dumps({"events": [old, old]}).encode()
+    with caplog.at_level(logging.WARNING, logger="dsx.health.ingest"):
+        first = ingest.parse_body(body)
+        second = ingest.parse_body(body)
+    assert first == second == [event, event]
+    assert first[0].idempotency_key == event.idempotency_key
+    warned = [r.getMessage() for r in caplog.records]
+    assert "request body: is_fatal: old snake_case key, read as isFatal; rename it (keys are camelCase)" in warned
+    assert len(warned) == len(set(warned)) == len([k for k in old if "_" in k])  # once per key and process
+    assert ingest.deprecation_headers({"events": [old]}) is not None
+    assert ingest.deprecation_headers({"events": [event.to_dict()]}) is None

@@ -159,7 +159,7 @@ class FakeSentinel:
                 status = outer.statuses.pop(0) if outer.statuses else 200
                 if status == 200 and len(events) > limit:
                     status = 413
-                if status == 200 and any(e["error_codes"] == ["13"] for e in events):
+                if status == 200 and any(e["errorCodes"] == ["13"] for e in events):
                     status = 400
                 body = json.dumps({"created": len(events)} if status == 200 else {"error": "refused"}).encode()
                 self.send_response(status)
@@ -195,7 +195,7 @@ def test_a_refused_batch_is_split_the_bad_event_dropped_and_only_408_429_5xx_ret
             assert monitors.deliver(sink, events) == 4  # all but the bad one
         assert sentinel.posts == [5, 2, 3, 1, 2]  # 413 → halves, again for 3; the 400 on [n2] alone drops it
         (dropped,) = [r for r in caplog.records if "dropped" in r.getMessage()]
-        assert dropped.event["node_name"] == "n2"  # type: ignore[attr-defined]
+        assert dropped.event["nodeName"] == "n2"  # type: ignore[attr-defined]
         for status, kind in [
             (408, errors.UnavailableError),
             (429, errors.UnavailableError),

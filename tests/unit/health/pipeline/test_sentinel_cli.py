@@ -6,6 +6,7 @@ a cluster says how to give one. The `/v1/sentinel` API routes read and write the
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ def test_events_lists_stored_events_with_filters(capsys, store_url) -> None:
     code, out, _ = dsx(capsys, "sentinel", "events", "--store", store_url, "--format", "json")
     rows = json.loads(out)
     assert code == 0 and [r["sequence"] for r in rows] == [1, 2]
-    assert rows[0]["error_codes"] == ["79"] and rows[0]["idempotency_key"] == xid("n1").idempotency_key
+    assert rows[0]["errorCodes"] == ["79"] and rows[0]["idempotencyKey"] == xid("n1").idempotency_key
     code, out, _ = dsx(capsys, "sentinel", "events", "--store", store_url, "--node", "n2", "--format", "table")
     assert code == 0 and "n2" in out and "n1" not in out.split("\n", 2)[2]
 
@@ -142,7 +143,12 @@ def test_api_routes_read_and_write_the_store(store_url) -> None:
         )
         assert posted.status_code == 202 and posted.json() == {"accepted": 2, "created": 1, "sequences": [3, 1]}
         page = client.get("/v1/sentinel/events", headers=auth, params={"node": "n3"}).json()
-        assert [e["event"]["node_name"] for e in page["events"]] == ["n3"]
+        assert [e["event"]["nodeName"] for e in page["events"]] == ["n3"]
+        assert "Deprecation" not in posted.headers
+        old = {re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), k): v for k, v in xid("n3").to_dict().items()}
+        again = client.post("/v1/sentinel/events", headers=auth, json={"events": [old]})
+        assert again.status_code == 202 and again.json() == {"accepted": 1, "created": 0, "sequences": [3]}
+        assert again.headers["Deprecation"] == "true" and "is_fatal" in again.headers["Warning"]
         bad = client.post("/v1/sentinel/events", headers=auth, json={"events": [{"agent": "x"}]})
         assert bad.status_code == 400 and "missing required field" in bad.json()["error"]["message"]
         assert client.get("/v1/sentinel/nodes").status_code == 401

@@ -1,0 +1,24 @@
+"""Invariant: every shipped document of the kinds decoded by `dsx.model.schema.document` is written
+with camelCase keys, so reading the catalog warns about no old spelling."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from dsx.certify.parsing import profiles
+from dsx.health import analyzer, policy, xid
+from dsx.health.monitors import kube_objects
+
+
+def test_the_shipped_rule_profile_and_catalog_files_read_without_an_old_key_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert analyzer.load_rules()
+        assert kube_objects.load_policies()
+        assert [profiles.load_file(profiles.directory() / f"{name}.yaml").name for name in profiles.names()]
+        assert xid.load_catalog(xid.CATALOG_PATH).entries
+        assert policy.load(str(policy.DEFAULT_PATH))
+    assert [r.getMessage() for r in caplog.records if "old snake_case" in r.getMessage()] == []
