@@ -193,6 +193,13 @@ class SqlEventStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    @abc.abstractmethod
+    def bookkeeping(self, cur: Cursor) -> None:
+        """This write is a consumer's bookkeeping (claim, acknowledgement, cursor follow): its commit
+        need not wait for the disk. Losing the last of these to a database crash only offers those
+        events again, and every handler gives the same result twice (begin records, node state,
+        remediation records and appends stay durable)."""
+
     def create_schema(self, id_column: str) -> None:
         try:
             self._create_schema(id_column)
@@ -366,6 +373,7 @@ class SqlEventStore(abc.ABC):
     def claim(self, consumer: str, owner: str, *, limit: int = 100, lease_seconds: float = 30.0) -> list[StoredEvent]:
         now = self._clock()
         with self.transaction(write=True) as cur:
+            self.bookkeeping(cur)
             position = self._lock_consumer(cur, consumer)
             cur.execute(  # events re-opened behind the cursor (dead letters retried) come first
                 "SELECT e.sequence, e.stored_at, e.document FROM deliveries d JOIN events e ON e.sequence = d.sequence"
@@ -421,6 +429,7 @@ class SqlEventStore(abc.ABC):
             return 0
         now = self._clock()
         with self.transaction(write=True) as cur:
+            self.bookkeeping(cur)
             position = self._lock_consumer(cur, consumer)
             wanted = sorted({o.sequence for o in outcomes})
             for sequence in (wanted[0], wanted[-1]):
@@ -449,6 +458,7 @@ class SqlEventStore(abc.ABC):
         if target <= self.cursor(consumer):
             return 0  # nothing to move: no write transaction
         with self.transaction(write=True) as cur:
+            self.bookkeeping(cur)
             position = self._lock_consumer(cur, consumer)
             if target <= position:
                 return 0

@@ -70,3 +70,27 @@ def test_an_unreachable_postgres_server_is_unavailable() -> None:
 
     with pytest.raises(UnavailableError, match=r"127\.0\.0\.1"):
         PostgresEventStore("postgresql://dsx@127.0.0.1:1/none", connect_timeout_seconds=1)
+
+
+def test_only_bookkeeping_skips_waiting_for_the_disk_and_only_in_its_own_transaction(
+    durable_backend: Backend,
+) -> None:
+    """PostgreSQL: claims, acknowledgements and cursor follows commit without waiting for the WAL
+    flush (a lost one only offers events again); appends and everything after them wait as before.
+    SQLite's WAL with synchronous=NORMAL already treats every commit alike: the hook does nothing."""
+    store = durable_backend.open()
+    assert isinstance(store, sql.SqlEventStore)
+    setting = "SHOW synchronous_commit" if durable_backend.name == "postgres" else "PRAGMA synchronous"
+    with store.transaction(write=True) as cur:
+        cur.execute(setting)
+        before = cur.fetchone()[0]
+        store.bookkeeping(cur)
+        cur.execute(setting)
+        during = cur.fetchone()[0]
+    with store.transaction(write=True) as cur:
+        cur.execute(setting)
+        after = cur.fetchone()[0]
+    if durable_backend.name == "postgres":
+        assert (before, during, after) == ("on", "off", "on")
+    else:
+        assert before == during == after
