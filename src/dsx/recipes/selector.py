@@ -116,9 +116,9 @@ def _missing(path: str, walked: list[Step], here: Any, why: str | None) -> str:
     return f"no value at {path!r}; deepest existing prefix {prefix!r} {why}"
 
 
-def hydrated(recipe: Recipe) -> dict[str, Any]:
-    """The query document: the recipe, plus `components` keyed by name (fully merged values)."""
-    document = recipe.to_dict()
+def hydrated(recipe: Recipe | Mapping[str, Any]) -> dict[str, Any]:
+    """The query document: the recipe (a `Recipe` or its document), plus `components` keyed by name."""
+    document = dict(recipe) if isinstance(recipe, Mapping) else recipe.to_dict()
     document["components"] = {ref["name"]: ref for ref in document["componentRefs"]}
     return document
 
