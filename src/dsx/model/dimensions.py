@@ -91,6 +91,15 @@ def normalize_mapping(raw: Mapping[str, object], *, source: str) -> dict[str, An
     return out
 
 
+COMMAND_LINE = "command line"
+"""The source named in errors about flags."""
+
+
+def normalize_flags(flags: Mapping[str, object | None], *, source: str = COMMAND_LINE) -> dict[str, Any]:
+    """Criteria flags as parsed (None or empty: not given), validated in table order like `normalize_mapping`."""
+    return normalize_mapping({k: v for k, v in flags.items() if v is not None and v != ""}, source=source)
+
+
 def recipe_name(criteria: Mapping[str, object]) -> str:
     """Recipe name: the specified values (not `any`) joined by `-` in table order, or `any`."""
     return "-".join(str(criteria[d]) for d in DIMENSIONS if criteria.get(d, ANY) != ANY) or ANY
