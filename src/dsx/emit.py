@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 _QUOTED_WORDS = frozenset(
-    "y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF ~ null Null NULL << =".split()
+    {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False"}
+    | {"FALSE", "on", "On", "ON", "off", "Off", "OFF", "~", "null", "Null", "NULL", "<<", "="}
 )
 """Plain words a YAML 1.1 reader takes for a boolean, null, merge or value: written single-quoted."""
 
@@ -199,7 +200,7 @@ def _reads_as_number(text: str) -> bool | None:
         return True if body == "0" or body[0] != "0" else None
     digits = body.replace(".", "")
     if digits.isdigit():
-        return True if body.count(".") == 1 else False
+        return body.count(".") == 1
     if body[0] != "." and not body.startswith("0x") and body[-1].isalpha() and body[-1] != "Z":
         return False  # a quantity: no number ends with a letter but a hex digit, nor a date but Z
     return None
@@ -293,7 +294,46 @@ def _utf16(key: str) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# Entry points with PyYAML and rfc8785 behind them
+# Entry points with PyYAML and rfc8785 behind them, and pretty JSON
+
+
+def dump_json(data: Any) -> str:
+    """Pretty JSON with stable indentation and a trailing newline.
+
+    JSON has no NaN or Infinity (strict parsers reject Python's spelling of them), so a
+    non-finite number is refused naming where it is rather than written.
+    """
+    import json
+
+    try:
+        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        from dsx.errors import BadInputError
+
+        where = _non_finite_field(data)
+        raise BadInputError(f"cannot write JSON: {where}: not a finite number; JSON has no NaN or Infinity") from None
+
+
+def _non_finite_field(data: Any) -> str:
+    import math
+
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return field_label(path)
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, f"{path}[{n}]") for n, v in enumerate(value))
+    return "(unknown field)"
+
+
+def field_label(path: str) -> str:
+    """A field path as error messages show it: cut at 120 characters, `(top level)` when empty."""
+    if len(path) > 120:
+        return path[:117] + "..."
+    return path or "(top level)"
 
 
 def dump_yaml(data: Any) -> str:

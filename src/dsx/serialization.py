@@ -156,29 +156,8 @@ def dump_yaml_documents(documents: list[Any]) -> str:
 
 
 def dump_json(data: Any) -> str:
-    """Pretty JSON with stable indentation and a trailing newline.
-
-    JSON has no NaN or Infinity (strict parsers reject Python's spelling of them), so a
-    non-finite number is refused naming where it is rather than written.
-    """
-    try:
-        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    except ValueError:
-        where = _non_finite_field(data)
-        raise BadInputError(f"cannot write JSON: {where}: not a finite number; JSON has no NaN or Infinity") from None
-
-
-def _non_finite_field(data: Any) -> str:
-    stack: list[tuple[Any, str]] = [(data, "")]
-    while stack:
-        value, path = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            return _field(path)
-        if isinstance(value, dict):
-            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
-        elif isinstance(value, list | tuple):
-            stack.extend((v, f"{path}[{n}]") for n, v in enumerate(value))
-    return "(unknown field)"
+    """Pretty JSON with stable indentation and a trailing newline (`dsx.emit.dump_json`)."""
+    return emit.dump_json(data)
 
 
 def canonical_json(data: Any) -> bytes:
@@ -299,9 +278,7 @@ def _path(trail: _Trail) -> str:
 
 
 def _field(path: str) -> str:
-    if len(path) > 120:
-        return path[:117] + "..."
-    return path or "(top level)"
+    return emit.field_label(path)
 
 
 def _check_scalar(node: ScalarNode, trail: _Trail, constructor: _Loader) -> None:

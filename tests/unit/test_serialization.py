@@ -298,9 +298,7 @@ def test_dump_yaml_is_byte_identical_to_the_pure_python_emitter(value: object) -
 number_like = st.text(st.sampled_from(list("0123456789.-+_:eExobZTdGi ")), min_size=1, max_size=8)
 writer_documents = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | emitter_text | number_like,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(emitter_text | number_like, children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(emitter_text | number_like, children, max_size=4),
     max_leaves=20,
 )
 

@@ -97,7 +97,7 @@ def loaded_logs() -> ModuleType | None:
 
 
 def _criteria_flags() -> dict[str, str]:
-    """`--service` → `service`, … and the aliases (`--gpu` → `accelerator`), as `recipe_cmd.criteria_options` names them."""
+    """`--service` → `service`, … and aliases (`--gpu` → `accelerator`), as `recipe_cmd.criteria_options` has them."""
     from dsx.model import dimensions
 
     flags = {f"--{key}": key for key in dimensions.KEYS}

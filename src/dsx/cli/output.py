@@ -54,15 +54,13 @@ def format_options_for(formats: Sequence[str]) -> Callable[[F], F]:
 
 def render(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> str:
     """Text of `data` in the chosen format; `table` renders the table form when given."""
+    from dsx import emit  # here, not at the top: every command module imports this one
+
     fmt = fmt.lower()
     if fmt == "json":
-        from dsx import serialization  # here, not at the top: every command module imports this one
-
-        return serialization.dump_json(data)
+        return emit.dump_json(data)
     if fmt == "table":
         return table(data) if table else generic_table(data)
-    from dsx import emit
-
     return emit.dump_yaml(data)
 
 

@@ -52,7 +52,7 @@ def cache_dir(environ: Mapping[str, str]) -> str:
 
 
 def fingerprint(root: str) -> str | None:
-    """Hex hash of the root and of every file under its overlays and components (names and bytes); None if unreadable."""
+    """Hex hash of the root and of every file under its overlays and components; None if one is unreadable."""
     import hashlib
 
     digest = hashlib.sha256(root.encode())
@@ -108,7 +108,7 @@ def load(root: str | None = None) -> dict[str, Any]:
 def _read(path: str) -> dict[str, Any] | None:
     try:
         with open(path, "rb") as handle:
-            data = marshal.load(handle)
+            data = marshal.load(handle)  # noqa: S302 - our own cache file, trusted as __pycache__ is
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -129,7 +129,7 @@ def _write(path: str, data: dict[str, Any]) -> None:
             marshal.dump(data, handle)
         os.replace(temporary, path)
     except (OSError, ValueError):
-        try:
+        import contextlib
+
+        with contextlib.suppress(OSError):
             os.unlink(temporary)
-        except OSError:
-            pass

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from dsx.model.recipe import Recipe
 
-_TOKEN = r"""
+_PATH_GRAMMAR = r"""
     (?P<dot>\.)
     | \[(?P<index>-?\d+)\]
     | \[(?P<quote>["'])(?P<quoted>(?:\\.|(?!(?P=quote)).)*)(?P=quote)\]
@@ -34,7 +34,7 @@ def _token() -> re.Pattern[str]:
     if not _compiled:
         import re
 
-        _compiled.append(re.compile(_TOKEN, re.VERBOSE | re.DOTALL))
+        _compiled.append(re.compile(_PATH_GRAMMAR, re.VERBOSE | re.DOTALL))
     return _compiled[0]
 
 
