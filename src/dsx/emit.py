@@ -257,7 +257,7 @@ def canonical_json(data: Any) -> bytes | None:
 def _canonical(value: Any, out: list[str]) -> bool:
     kind = type(value)
     if kind is str:
-        out.append('"' + value.translate(_JSON_ESCAPES) + '"')
+        out.append('"' + _json_text(value) + '"')
     elif kind is dict:
         if not all(type(k) is str for k in value):
             return False
@@ -265,7 +265,7 @@ def _canonical(value: Any, out: list[str]) -> bool:
         out.append("{")
         for n, key in enumerate(keys):
             out.append(',"' if n else '"')
-            out.append(key.translate(_JSON_ESCAPES) + '":')
+            out.append(_json_text(key) + '":')
             if not _canonical(value[key], out):
                 return False
         out.append("}")
@@ -286,6 +286,13 @@ def _canonical(value: Any, out: list[str]) -> bool:
     else:
         return False
     return True
+
+
+def _json_text(text: str) -> str:
+    """A JSON string's content: only quotes, backslashes and control characters escaped."""
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return text  # nothing to escape (translating character by character is the slow part)
+    return text.translate(_JSON_ESCAPES)
 
 
 def _utf16(key: str) -> bytes:
