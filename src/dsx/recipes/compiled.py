@@ -58,7 +58,7 @@ def fingerprint(root: str) -> str | None:
     digest = hashlib.sha256(root.encode())
     try:
         for path in sorted(p for folder in _SOURCES for p in _files(os.path.join(root, folder))):
-            digest.update(f"\0{os.path.relpath(path, root)}\0".encode())
+            digest.update(f"\0{path[len(root) + 1 :]}\0".encode())  # the path within the catalog
             with open(path, "rb") as handle:
                 digest.update(handle.read())
     except OSError:
@@ -108,7 +108,7 @@ def load(root: str | None = None) -> dict[str, Any]:
 def _read(path: str) -> dict[str, Any] | None:
     try:
         with open(path, "rb") as handle:
-            data = marshal.load(handle)  # noqa: S302 - our own cache file, trusted as __pycache__ is
+            data = marshal.loads(handle.read())  # noqa: S302 - our own cache file, trusted as __pycache__ is
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
