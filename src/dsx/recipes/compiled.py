@@ -37,7 +37,7 @@ _loaded: dict[str, dict[str, Any]] = {}
 
 def default_root() -> str:
     """The shipped catalog folder (what `dsx.catalog.path()` is, without importing pathlib)."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "catalog")
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "catalog")
 
 
 def cache_dir(environ: Mapping[str, str]) -> str:
