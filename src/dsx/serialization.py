@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import rfc8785
 import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -169,6 +168,8 @@ def canonical_json(data: Any) -> bytes:
     fast = emit.canonical_json(data)
     if fast is not None:
         return fast
+    import rfc8785  # floats and big integers only: `dsx.emit` writes the rest
+
     try:
         return rfc8785.dumps(data)
     except rfc8785.IntegerDomainError as exc:
