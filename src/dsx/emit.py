@@ -231,15 +231,14 @@ def _literal(text: str, indent: int) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # RFC 8785 canonical JSON
 
-_JSON_ESCAPES = {i: f"\\u{i:04x}" for i in range(0x20)} | {
+_CONTROL_ESCAPES = {i: f"\\u{i:04x}" for i in range(0x20)} | {
     0x08: "\\b",
     0x09: "\\t",
     0x0A: "\\n",
     0x0C: "\\f",
     0x0D: "\\r",
-    0x22: '\\"',
-    0x5C: "\\\\",
 }
+"""RFC 8785's escapes of control characters (quotes and backslashes are escaped before these)."""
 _MAX_SAFE_INTEGER = 2**53 - 1
 
 
@@ -259,21 +258,26 @@ def _canonical(value: Any, out: list[str]) -> bool:
     if kind is str:
         out.append('"' + _json_text(value) + '"')
     elif kind is dict:
-        if not all(type(k) is str for k in value):
+        try:
+            ascii_keys = "".join(value).isascii()
+        except TypeError:  # a key that is not text
             return False
-        keys = sorted(value) if all(k.isascii() for k in value) else sorted(value, key=_utf16)
         out.append("{")
-        for n, key in enumerate(keys):
-            out.append(',"' if n else '"')
+        first = True
+        for key in sorted(value) if ascii_keys else sorted(value, key=_utf16):
+            out.append('"' if first else ',"')
+            first = False
             out.append(_json_text(key) + '":')
             if not _canonical(value[key], out):
                 return False
         out.append("}")
     elif kind is list:
         out.append("[")
-        for n, item in enumerate(value):
-            if n:
+        first = True
+        for item in value:
+            if not first:
                 out.append(",")
+            first = False
             if not _canonical(item, out):
                 return False
         out.append("]")
@@ -291,8 +295,11 @@ def _canonical(value: Any, out: list[str]) -> bool:
 def _json_text(text: str) -> str:
     """A JSON string's content: only quotes, backslashes and control characters escaped."""
     if text.isprintable() and '"' not in text and "\\" not in text:
-        return text  # nothing to escape (translating character by character is the slow part)
-    return text.translate(_JSON_ESCAPES)
+        return text  # the common case: nothing to escape
+    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    if text and min(text) < " ":  # other control characters: rare, and `translate` is slow on long text
+        text = text.translate(_CONTROL_ESCAPES)
+    return text
 
 
 def _utf16(key: str) -> bytes:
