@@ -34,7 +34,7 @@ import dsx
 CRITERIA = ["--service", "eks", "--accelerator", "h100", "--os", "ubuntu", "--intent", "training"]
 SELECTOR = "components.gpu-operator.values.driver.version"
 TARGETS_S = {"recipe": 0.1, "query": 0.1, "bundle": 0.3}
-CONSOLE_SCRIPT = "import sys; from dsx.cli.main import main; sys.exit(main())"
+CONSOLE_SCRIPT = "import sys; from dsx.cli.entry import main; sys.exit(main())"
 """What the `dsx` entry point of pyproject.toml runs."""
 
 

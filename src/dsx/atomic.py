@@ -17,8 +17,6 @@ old folder and a stray staging folder, never a mixture.
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
@@ -70,7 +68,7 @@ def write_folder(
                 os.fsync(handle.fileno())
         _swap_folder(staging, target)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        _rmtree(staging, ignore_errors=True)
         raise
     _sync_folder(target.parent)
 
@@ -83,14 +81,14 @@ def _swap_folder(staging: Path, target: Path) -> None:
         target.unlink()
         staging.rename(target)
         return
-    retired = target.with_name(f".{target.name}.{secrets.token_hex(8)}.retired")
+    retired = target.with_name(f".{target.name}.{_token()}.retired")
     try:
         target.rename(retired)
     except OSError:
         # a mount point or the working directory cannot be renamed: empty it and move entries in
         for entry in target.iterdir():
             if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
+                _rmtree(entry)
             else:
                 entry.unlink()
         for entry in staging.iterdir():
@@ -98,12 +96,12 @@ def _swap_folder(staging: Path, target: Path) -> None:
         staging.rmdir()
         return
     staging.rename(target)
-    shutil.rmtree(retired, ignore_errors=True)
+    _rmtree(retired, ignore_errors=True)
 
 
 def _create_folder(target: Path, kind: str) -> Path:
     for _ in range(16):
-        folder = target.with_name(f".{target.name}.{secrets.token_hex(8)}.{kind}")
+        folder = target.with_name(f".{target.name}.{_token()}.{kind}")
         try:
             folder.mkdir()
         except FileExistsError:
@@ -114,7 +112,7 @@ def _create_folder(target: Path, kind: str) -> Path:
 
 def _create_temporary(target: Path, mode: int) -> tuple[Path, int]:
     for _ in range(16):
-        temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+        temporary = target.with_name(f".{target.name}.{_token()}.tmp")
         try:
             return temporary, os.open(temporary, _FLAGS, mode)
         except FileExistsError:
@@ -134,3 +132,15 @@ def _sync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _token() -> str:
+    """16 random hex digits for a temporary name (what `secrets.token_hex(8)` is, without importing
+    `secrets`, whose `hmac` and `random` cost `dsx bundle` ~5 ms at start-up)."""
+    return os.urandom(8).hex()
+
+
+def _rmtree(path: Path, *, ignore_errors: bool = False) -> None:
+    import shutil  # here: it imports bz2 and lzma, which writing a single file never needs
+
+    shutil.rmtree(path, ignore_errors=ignore_errors)

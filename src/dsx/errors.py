@@ -27,16 +27,32 @@ CLI prints `str(error)` as one line.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
 class Outcome:
-    """The row of the table: what a caller does with an error class."""
+    """The row of the table: what a caller does with an error class.
 
-    code: str
-    exit_code: int
-    http_status: int
+    A plain class, not a dataclass: this module loads with every command, and `dataclasses`
+    costs `dsx recipe` the `inspect` module at start-up (docs/cli-startup.md).
+    """
+
+    __slots__ = ("code", "exit_code", "http_status")
+
+    def __init__(self, code: str, exit_code: int, http_status: int) -> None:
+        self.code = code
+        self.exit_code = exit_code
+        self.http_status = http_status
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Outcome):
+            return NotImplemented
+        return (self.code, self.exit_code, self.http_status) == (other.code, other.exit_code, other.http_status)
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.exit_code, self.http_status))
+
+    def __repr__(self) -> str:
+        return f"Outcome(code={self.code!r}, exit_code={self.exit_code}, http_status={self.http_status})"
 
 
 class DsxError(Exception):

@@ -16,7 +16,6 @@ Every refusal is a `BadInputError` naming the file, the field and the limit.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -25,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import rfc8785
 import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from dsx import emit
 from dsx.errors import BadInputError, NotFoundError
 
 _DOUBLE_QUOTED_ONLY = re.compile("[\r\x85\u2028\u2029]")
@@ -85,19 +84,6 @@ else:
         _CDumper.add_representer(str, _represent_str)
 
 
-def _plain_text(text: str) -> bool:
-    """Text both emitters write unescaped: printable (as Python defines it: no control or format
-    characters, NEL, LS, PS, BOM or surrogates) and within the BMP (libyaml escapes beyond it).
-
-    String methods, not a regular expression: compiling a character class this wide costs a
-    fresh process milliseconds; Python's printable set lies inside YAML's, so anything it
-    misses (a no-break space, private use) only takes the slower emitter.
-    """
-    if text.isascii():
-        return text.replace("\n", "").isprintable()
-    return text.replace("\n", "").isprintable() and max(text) <= "\uffff"
-
-
 _SHORT_KEY_BYTES = 100
 """Keys shorter stay simple keys in both emitters (the limit is 128: PyYAML counts characters
 and the tag, libyaml bytes)."""
@@ -109,7 +95,7 @@ def _libyaml_writes_same(data: Any) -> bool:
 
     They part on a top-level scalar and a keep-chomped literal (`|+`; libyaml adds `...`),
     on empty, multi-line or long keys (PyYAML writes `? key`, libyaml a simple key), and on
-    text that is not `_plain_text` (lone surrogates pass through libyaml unescaped). Such a
+    text that is not `emit.plain_text` (lone surrogates pass through libyaml unescaped). Such a
     document takes the pure-Python emitter; tests/unit/test_serialization.py holds the two
     to the same bytes on generated documents.
     """
@@ -119,12 +105,12 @@ def _libyaml_writes_same(data: Any) -> bool:
     while stack:
         value = stack.pop()
         if isinstance(value, str):
-            if value.endswith("\n\n") or value == "\n" or not _plain_text(value):
+            if value.endswith("\n\n") or value == "\n" or not emit.plain_text(value):
                 return False
         elif isinstance(value, dict):
             for key in value:
                 if isinstance(key, str):
-                    if not key or "\n" in key or not _plain_text(key):
+                    if not key or "\n" in key or not emit.plain_text(key):
                         return False
                     if len(key.encode()) >= _SHORT_KEY_BYTES:
                         return False
@@ -139,7 +125,14 @@ def _libyaml_writes_same(data: Any) -> bool:
 
 
 def dump_yaml(data: Any) -> str:
-    """YAML text for Kubernetes/Helm consumers; same input → same bytes (whichever emitter writes them)."""
+    """YAML text for Kubernetes/Helm consumers; same input → same bytes (whichever emitter writes them).
+
+    `dsx.emit.block_yaml` writes the documents it can vouch for (every recipe and bundle file)
+    without PyYAML's per-node work; libyaml's emitter or PyYAML's own writes the rest.
+    """
+    text = emit.block_yaml(data)
+    if text is not None:
+        return text
     dumper = _CDumper if _CDumper is not None and _libyaml_writes_same(data) else _Dumper
     return _dump(data, dumper)
 
@@ -162,29 +155,8 @@ def dump_yaml_documents(documents: list[Any]) -> str:
 
 
 def dump_json(data: Any) -> str:
-    """Pretty JSON with stable indentation and a trailing newline.
-
-    JSON has no NaN or Infinity (strict parsers reject Python's spelling of them), so a
-    non-finite number is refused naming where it is rather than written.
-    """
-    try:
-        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    except ValueError:
-        where = _non_finite_field(data)
-        raise BadInputError(f"cannot write JSON: {where}: not a finite number; JSON has no NaN or Infinity") from None
-
-
-def _non_finite_field(data: Any) -> str:
-    stack: list[tuple[Any, str]] = [(data, "")]
-    while stack:
-        value, path = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            return _field(path)
-        if isinstance(value, dict):
-            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
-        elif isinstance(value, list | tuple):
-            stack.extend((v, f"{path}[{n}]") for n, v in enumerate(value))
-    return "(unknown field)"
+    """Pretty JSON with stable indentation and a trailing newline (`dsx.emit.dump_json`)."""
+    return emit.dump_json(data)
 
 
 def canonical_json(data: Any) -> bytes:
@@ -193,6 +165,11 @@ def canonical_json(data: Any) -> bytes:
     Integers beyond ±(2^53 − 1) have no exact JSON (IEEE double) form; Helm and Kubernetes
     would round them too, so they are rejected as bad input rather than silently changed.
     """
+    fast = emit.canonical_json(data)
+    if fast is not None:
+        return fast
+    import rfc8785  # floats and big integers only: `dsx.emit` writes the rest
+
     try:
         return rfc8785.dumps(data)
     except rfc8785.IntegerDomainError as exc:
@@ -203,7 +180,7 @@ def canonical_json(data: Any) -> bytes:
 
 def digest(data: Any) -> str:
     """`sha256:<hex>` of the canonical JSON of `data`."""
-    return "sha256:" + hashlib.sha256(canonical_json(data)).hexdigest()
+    return emit.digest(data)
 
 
 @dataclass(frozen=True)
@@ -302,9 +279,7 @@ def _path(trail: _Trail) -> str:
 
 
 def _field(path: str) -> str:
-    if len(path) > 120:
-        return path[:117] + "..."
-    return path or "(top level)"
+    return emit.field_label(path)
 
 
 def _check_scalar(node: ScalarNode, trail: _Trail, constructor: _Loader) -> None:

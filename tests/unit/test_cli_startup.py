@@ -43,24 +43,50 @@ NOT_ON_THE_RESOLVE_PATH = {
     "dsx.model.aicr",  # --snapshot / --config only
 }
 
+FAST_PATH_BANNED = {
+    "click",  # the fast path parses plain `recipe`/`query` flags itself (dsx.cli.entry)
+    "yaml",  # dsx.emit writes recipe YAML; PyYAML only for what it declines
+    "rfc8785",  # dsx.emit writes canonical JSON for the digest
+    "msgspec",  # the compiled catalog is plain data: no schema decoding on a cache hit
+    "typing",  # with `re` and `functools`: ~10 ms; modules on the path import it for type checking only
+    "re",  # no pattern compiled on the path (selector tokens and number checks on demand)
+    "dataclasses",  # imports `inspect`
+    "inspect",
+    "enum",
+    "pathlib",
+    "logging",
+    "dsx.model.recipe",  # the recipe document is written as resolved, without model objects
+    "dsx.model.criteria",
+    "dsx.recipes.catalog",  # loading and checking YAML: only on a compiled-cache miss
+    "dsx.serialization",
+    "dsx.settings",
+}
+"""What the console script must not load for a plain `dsx recipe` or `dsx query` (docs/cli-startup.md)."""
+
 _CHILD = """
-import json, sys
-from dsx.cli.main import main
+import sys
+from dsx.cli.ENTRY import main
 try:
     main(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+modules = sorted(sys.modules)
+import json
+print(json.dumps({"code": code, "modules": modules}), file=sys.stderr)
 """
 
 
-def _run(args: list[str], tmp_path: Path) -> tuple[set[str], str]:
-    """The modules a fresh `dsx ARGS` process has loaded when it finishes (it must succeed), and its stdout."""
+def _run(args: list[str], tmp_path: Path, entry: str = "main") -> tuple[set[str], str]:
+    """The modules a fresh `dsx ARGS` process has loaded when it finishes (it must succeed), and its stdout.
+
+    `entry` "main" starts at `dsx.cli.main` (click loaded first), "entry" as the console script does.
+    """
     env = dict(os.environ, PYTHONPATH=str(SRC), DSX_CACHE_DIR=str(tmp_path / "cache"))
+    child = _CHILD.replace("ENTRY", entry)
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
+        [sys.executable, "-c", child, *args], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
     )
     report = json.loads(done.stderr.strip().splitlines()[-1])
     assert report["code"] == 0, done.stderr
@@ -90,6 +116,34 @@ def test_resolving_commands_load_no_other_verbs_code(args: list[str], tmp_path: 
     modules = _modules_after(args, tmp_path)
     assert "dsx.recipes.resolve" in modules  # it did resolve
     assert _offending(modules, HEAVY | OTHER_VERBS | NOT_ON_THE_RESOLVE_PATH) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "allowed"),
+    [
+        (["recipe", *CRITERIA], set()),
+        (["recipe", *CRITERIA, "--platform", "kubeflow", "--strict"], set()),
+        (["query", *CRITERIA, "--selector", "components.gpu-operator.values.driver.version"], set()),
+        (["query", *CRITERIA, "--selector", "components.gpu-operator.values.driver"], set()),
+        (["recipe", *CRITERIA, "--format", "json"], {"re", "enum"}),  # the json module compiles its patterns
+    ],
+    ids=["recipe", "recipe-strict", "query", "query-map", "recipe-json"],
+)
+def test_the_console_script_runs_plain_recipe_and_query_on_the_fast_path(
+    args: list[str], allowed: set[str], tmp_path: Path
+) -> None:
+    first, output = _run(args, tmp_path, entry="entry")  # fills the compiled-catalog cache
+    assert "dsx.recipes.catalog" in first  # a miss loads and checks the catalog
+    modules, again = _run(args, tmp_path, entry="entry")
+    assert again == output and output
+    assert {"dsx.cli.entry", "dsx.recipes.resolve", "dsx.recipes.compiled"} <= modules
+    assert _offending(modules, FAST_PATH_BANNED - allowed) == []
+
+
+def test_an_unusual_flag_still_gets_click(tmp_path: Path) -> None:
+    modules, output = _run(["recipe", *CRITERIA, "--format", "table"], tmp_path, entry="entry")
+    assert "click" in modules and "dsx.cli.recipe_cmd" in modules
+    assert "gpu-operator" in output
 
 
 def test_unsigned_bundle_loads_neither_signing_nor_cluster_code(tmp_path: Path) -> None:

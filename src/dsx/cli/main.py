@@ -1,16 +1,21 @@
-"""Root command, lazy subcommand loading and the one place errors become exit codes."""
+"""Root command, lazy subcommand loading and the one place errors become exit codes.
+
+The console script starts in `dsx.cli.entry`, which runs plain `dsx recipe` and `dsx query`
+without importing this module (or click); `main` here tries that fast path first too, so every
+caller of `main` gets the same behaviour.
+"""
 
 from __future__ import annotations
 
 import importlib
 import os
 import sys
-from types import ModuleType
 
 import click
 
 from dsx import extras, settings
-from dsx.errors import DsxError, InternalError
+from dsx.cli import entry
+from dsx.errors import DsxError
 
 # command name → "module:attribute"; a module is imported only when its command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -90,8 +95,9 @@ def _print_version(ctx: click.Context) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn every error into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
+    entry.run_fast(args)  # exits when it ran the command
     debug = "--debug" in args
-    logs = _logs()
+    logs = entry.loaded_logs()
     if logs is not None:
         logs.reset()
     try:
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     except DsxError as exc:
         if debug:
             raise
-        _error(exc, exc.exit_code)
+        entry.report(exc)
     except KeyboardInterrupt:
         click.echo("dsx: interrupted", err=True)
         sys.exit(130)
@@ -123,28 +129,8 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         # an optional extra imported where the command runs, not where it is loaded: not a bug
-        missing = extras.missing(exc, needed_by="this command") if isinstance(exc, ModuleNotFoundError) else None
-        err = missing or InternalError(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
-        _error(err, err.exit_code)
+        entry.report(entry.internal(exc))
     sys.exit(0)
-
-
-def _error(error: DsxError, exit_code: int) -> None:
-    """One line and the exit code: a JSON record when the command logs JSON (--log-format json)."""
-    logs = _logs()
-    if logs is not None and logs.json_active():
-        logs.fatal(error, exit_code)
-    else:
-        click.echo(f"dsx: error: {error}", err=True)
-    sys.exit(exit_code)
-
-
-def _logs() -> ModuleType | None:
-    """`dsx.logs` when some command has loaded it; until then nothing can have configured logging.
-
-    Importing it only for that check would cost `dsx recipe` the `logging` package at start-up.
-    """
-    return sys.modules.get("dsx.logs")
 
 
 def run_result(exit_code: int) -> None:

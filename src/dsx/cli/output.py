@@ -1,18 +1,23 @@
-"""Output formats shared by every read command: `--format yaml|json|table` and `-o FILE`."""
+"""Output formats shared by every read command: `--format yaml|json|table` and `-o FILE`.
+
+Writing imports neither click nor PyYAML (`dsx.emit` writes YAML), so the CLI's fast path
+(`dsx.cli.entry`) can use it; only the option decorators need click.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, TypeVar
-
-import click
 
 from dsx.errors import BadInputError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    F = TypeVar("F", bound=Callable[..., Any])
+
 FORMATS = ("yaml", "json", "table")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def format_options(func: F) -> F:
@@ -22,6 +27,8 @@ def format_options(func: F) -> F:
 
 def format_options_for(formats: Sequence[str]) -> Callable[[F], F]:
     """`format_options` with the command's own choice of formats (the first of FORMATS is the default)."""
+
+    import click
 
     def decorate(func: F) -> F:
         func = click.option(
@@ -47,14 +54,14 @@ def format_options_for(formats: Sequence[str]) -> Callable[[F], F]:
 
 def render(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> str:
     """Text of `data` in the chosen format; `table` renders the table form when given."""
-    from dsx import serialization  # here, not at the top: every command module imports this one
+    from dsx import emit  # here, not at the top: every command module imports this one
 
     fmt = fmt.lower()
     if fmt == "json":
-        return serialization.dump_json(data)
+        return emit.dump_json(data)
     if fmt == "table":
         return table(data) if table else generic_table(data)
-    return serialization.dump_yaml(data)
+    return emit.dump_yaml(data)
 
 
 def write(text: str, output: str | None) -> None:
@@ -68,6 +75,8 @@ def write(text: str, output: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    from pathlib import Path
+
     path = Path(str(output))
     try:
         if path.exists() and not path.is_file() and not path.is_dir():

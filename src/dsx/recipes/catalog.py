@@ -30,6 +30,8 @@ from dsx.model import constraints as constraint_model
 from dsx.model import criteria as criteria_model
 from dsx.model import health_asserts, schema
 from dsx.model.recipe import API_VERSION, ComponentRef, ComponentType
+from dsx.model.recipe import KIND as RECIPE_KIND
+from dsx.recipes import compiled
 
 OVERLAY_KIND = "Overlay"
 COMPONENT_KIND = "Component"
@@ -121,6 +123,75 @@ class Catalog:
     def supported_combinations(self) -> list[str]:
         """Names of the overlays that validate two or more criteria together, sorted."""
         return sorted(o.name for o in self.overlays if len(o.criteria) >= 2)
+
+    @functools.cached_property
+    def compiled(self) -> dict[str, Any]:
+        """This catalog as the plain data `dsx.recipes.resolve` works on (see `dsx.recipes.compiled`)."""
+        return compile_catalog(self)
+
+
+def compile_catalog(catalog: Catalog) -> dict[str, Any]:
+    """The checked catalog as plain data (dicts, lists, text, numbers), in the shapes a recipe writes.
+
+    Overlays stay in application order; constraints, asserts and components are already in their
+    recipe form, so resolving needs no model class. An assert placed in the component's namespace
+    at resolution holds `compiled.NAMESPACE` there (`HealthCheckAssert.in_namespace` decides which).
+    """
+    return {
+        "format": compiled.FORMAT,
+        "recipeApiVersion": API_VERSION,
+        "recipeKind": RECIPE_KIND,
+        "certificationFields": list(CERTIFICATION_FIELDS),
+        "supported": catalog.supported_combinations(),
+        "overlays": [
+            {
+                "name": overlay.name,
+                "source": overlay.source,
+                "criteria": dict(overlay.criteria),
+                "constraints": [c.to_dict() for c in overlay.constraints],
+                "components": [_compiled_patch(patch) for patch in overlay.components],
+                "certification": overlay.certification,
+                "chain": [member.name for member in catalog.chain(overlay.name)],
+            }
+            for overlay in catalog.overlays
+        ],
+        "components": {
+            name: {
+                "scalars": {
+                    "type": ref.type.value,
+                    "chart": ref.chart,
+                    "source": ref.source,
+                    "path": ref.path,
+                    "namespace": ref.namespace,
+                    "version": ref.version,
+                },
+                "values": ref.values,
+                "dependencyRefs": list(ref.dependency_refs),
+                "healthCheckAsserts": _compiled_asserts(ref.health_check_asserts),
+                "manifests": dict(ref.manifests),
+            }
+            for name, ref in catalog.components.items()
+        },
+    }
+
+
+def _compiled_patch(patch: ComponentPatch) -> dict[str, Any]:
+    return {
+        "name": patch.name,
+        "scalars": dict(patch.scalars),
+        "values": patch.values,
+        "dependencyRefs": None if patch.dependency_refs is None else list(patch.dependency_refs),
+        "healthCheckAsserts": None
+        if patch.health_check_asserts is None
+        else _compiled_asserts(patch.health_check_asserts),
+        "manifests": patch.manifests,
+        "enabled": patch.enabled,
+        "ifIncluded": patch.if_included,
+    }
+
+
+def _compiled_asserts(asserts: tuple[health_asserts.HealthCheckAssert, ...]) -> list[dict[str, Any]]:
+    return [a.in_namespace(compiled.NAMESPACE).to_dict() for a in asserts]
 
 
 # ---------------------------------------------------------------------------------------------

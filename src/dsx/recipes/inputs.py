@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsx.model import criteria as criteria_model
+from dsx.model import dimensions
 
-COMMAND_LINE = "command line"
+COMMAND_LINE = dimensions.COMMAND_LINE
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,7 @@ def gather(
         if aicr.is_aicr_criteria(config):
             config = aicr.criteria_mapping(config, source=str(config_path))
         layers.append(criteria_model.normalize_mapping(config, source=str(config_path)))
-    given = {k: v for k, v in flags.items() if v is not None and v != ""}
-    from_flags = criteria_model.normalize_mapping(given, source=COMMAND_LINE)
+    from_flags = dimensions.normalize_flags(flags, source=COMMAND_LINE)
     for key, value in from_flags.items():
         if key in detected and detected[key] != value:
             warnings.append(f"--{key} {value} overrides {detected[key]} detected in {snapshot_path}")

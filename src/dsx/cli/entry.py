@@ -1,0 +1,198 @@
+"""The `dsx` console script: `dsx recipe` and `dsx query` without click, everything else through it.
+
+Why: importing click costs a fresh process ~40 ms, as much as resolving a recipe. The two
+verbs people run in loops and scripts take plain flags, so `parse` reads them here, from the
+criteria table (`dsx.model.dimensions`) and the formats of `dsx.cli.output`, and `run_fast`
+resolves and writes with the same engine calls the click commands make. Anything else — help,
+an unknown or repeated flag, a missing or odd value, `--config`, `--snapshot`, `--recipe`,
+`--format table`, a root option, shell completion — goes to click (`dsx.cli.main`), which
+gives the usage errors, help and exit codes it always gave. tests/unit/test_cli_fast_path.py
+holds both paths to the same output, messages and exit codes.
+
+Errors leave the same way on both paths: one line `dsx: error: …` (or a JSON record when a
+command logs JSON) and the exit code of the error tree (`report`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from dsx import extras
+from dsx.errors import DsxError, InternalError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any, NoReturn
+
+FAST_COMMANDS = ("recipe", "query")
+"""The verbs `parse` may take; every other verb goes to click."""
+
+COMPLETE_VAR = "_DSX_COMPLETE"
+"""Set by the shell completion scripts: click answers those calls."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the console script: the fast path when it applies, else the click CLI."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    run_fast(args)
+    from dsx.cli.main import main as click_main
+
+    click_main(args)
+
+
+def run_fast(args: list[str]) -> None:
+    """Run `args` without click and exit, when `parse` takes them; return otherwise."""
+    command = parse(args)
+    if command is None:
+        return
+    try:
+        command()
+    except DsxError as exc:
+        report(exc)
+    except (KeyboardInterrupt, EOFError):
+        sys.stderr.write("\ndsx: aborted\n")  # as click's Abort reads
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as exc:
+        report(internal(exc))
+    sys.exit(0)
+
+
+def internal(exc: Exception) -> DsxError:
+    """An unexpected exception as the error a user sees: a missing optional extra, or a bug."""
+    missing = extras.missing(exc, needed_by="this command") if isinstance(exc, ModuleNotFoundError) else None
+    return missing or InternalError(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
+
+
+def report(error: DsxError) -> NoReturn:
+    """One line and the exit code: a JSON record when the command logs JSON (--log-format json)."""
+    logs = loaded_logs()
+    if logs is not None and logs.json_active():
+        logs.fatal(error, error.exit_code)
+    else:
+        message = f"dsx: error: {error}"
+        click = sys.modules.get("click")
+        if click is not None:
+            click.echo(message, err=True)
+        else:
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
+    sys.exit(error.exit_code)
+
+
+def loaded_logs() -> ModuleType | None:
+    """`dsx.logs` when some command has loaded it; until then nothing can have configured logging.
+
+    Importing it only for that check would cost `dsx recipe` the `logging` package at start-up.
+    """
+    return sys.modules.get("dsx.logs")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def _criteria_flags() -> dict[str, str]:
+    """`--service` → `service`, … and aliases (`--gpu` → `accelerator`), as `recipe_cmd.criteria_options` has them."""
+    from dsx.model import dimensions
+
+    flags = {f"--{key}": key for key in dimensions.KEYS}
+    flags.update({f"--{alias}": key for alias, key in dimensions.DIMENSION_ALIASES.items()})
+    return flags
+
+
+_OUTPUT_FLAGS = {"--format": "fmt", "-o": "output", "--output": "output"}
+_COMMAND_FLAGS = {"recipe": {"--strict": "strict"}, "query": {"--selector": "selector"}}
+_SWITCHES = frozenset({"strict"})
+
+
+def parse(args: list[str]) -> Callable[[], None] | None:
+    """The command `args` ask for when the fast path can run it exactly as click would; None otherwise."""
+    if not args or args[0] not in FAST_COMMANDS or COMPLETE_VAR in os.environ:
+        return None
+    verb = args[0]
+    known = {**_criteria_flags(), **_OUTPUT_FLAGS, **_COMMAND_FLAGS[verb]}
+    given: dict[str, Any] = {}
+    rest = args[1:]
+    position = 0
+    while position < len(rest):
+        token = rest[position]
+        position += 1
+        flag, equals, attached = token.partition("=") if token.startswith("--") else (token, "", "")
+        name = known.get(flag)
+        if name is None or name in given:
+            return None  # unknown (help, a typo, a root option) or repeated: click decides
+        if name in _SWITCHES:
+            if equals:
+                return None
+            given[name] = True
+            continue
+        if equals:
+            value = attached
+        elif position < len(rest):
+            value = rest[position]
+            position += 1
+        else:
+            return None
+        if value.startswith("-"):
+            return None
+        given[name] = value
+    return _command(verb, given)
+
+
+def _command(verb: str, given: dict[str, Any]) -> Callable[[], None] | None:
+    from dsx.cli import output as cli_output
+
+    fmt = given.pop("fmt", cli_output.FORMATS[0]).casefold()
+    if fmt not in ("yaml", "json"):  # `table` renders through the click command's code
+        return None
+    target = given.pop("output", None)
+    if target is not None and not _plain_output_path(target):
+        return None
+    strict = bool(given.pop("strict", False))
+    selector = given.pop("selector", None)
+    if verb == "query" and selector is None:
+        return None  # required: click says so
+    flags = {key: given.get(key) for key in _criteria_flags().values()}
+
+    def recipe() -> None:
+        from dsx.model import dimensions
+        from dsx.recipes import resolve
+
+        document = resolve.document(dimensions.normalize_flags(flags))
+        if strict:
+            meta = document["metadata"]
+            resolve.check_validated(meta["name"], meta["criteria"], meta["unvalidatedCriteria"])
+        cli_output.emit(document, fmt, target)
+
+    def query() -> None:
+        from dsx.model import dimensions
+        from dsx.recipes import resolve
+        from dsx.recipes import selector as selector_module
+
+        document = resolve.document(dimensions.normalize_flags(flags))
+        value = selector_module.select(selector_module.hydrated(document), selector)
+        text = selector_module.scalar_text(value)
+        if text is not None:
+            cli_output.write(text + "\n", target)
+        else:
+            cli_output.emit(value, fmt, target)
+
+    return recipe if verb == "recipe" else query
+
+
+def _plain_output_path(target: str) -> bool:
+    """Whether click's `Path(dir_okay=False)` takes `target` as it is: absent, or a readable non-directory."""
+    if not target:
+        return False
+    try:
+        status = os.stat(target)
+    except OSError:
+        return True
+    import stat
+
+    return not stat.S_ISDIR(status.st_mode) and os.access(target, os.R_OK)
