@@ -11,7 +11,7 @@ import pytest
 
 from dsx import settings
 from dsx.cli import main
-from dsx.recipes import catalog
+from dsx.recipes import catalog, compiled
 
 
 def test_explicit_folders_win() -> None:
@@ -50,8 +50,12 @@ def test_inside_an_entry_point_paths_is_what_the_entry_point_read(monkeypatch: p
     assert settings.paths().cache_dir == Path("/changed-later")  # after the entry point: the library default
 
 
+RECIPE = ["recipe", "--service", "eks", "--accelerator", "h100", "--intent", "training"]
+
+
 def test_dsx_cache_dir_places_the_cli_cache_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`DSX_CACHE_DIR` read by the CLI's entry point decides where a command caches, as it always did."""
+    """`DSX_CACHE_DIR` read by the CLI's entry point decides where a command caches, as it always did
+    (click's path: `--debug` sends even `dsx recipe` there)."""
     monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
     seen: list[Path] = []
     real = settings.from_env
@@ -64,19 +68,18 @@ def test_dsx_cache_dir_places_the_cli_cache_as_before(tmp_path: Path, monkeypatc
     monkeypatch.setattr(settings, "from_env", spy)
     catalog.load.cache_clear()  # an earlier test in this process may have loaded the catalog already
     with pytest.raises(SystemExit) as exit_info:
-        main.main(
-            [
-                "recipe",
-                "--service",
-                "eks",
-                "--accelerator",
-                "h100",
-                "--intent",
-                "training",
-                "-o",
-                str(tmp_path / "r.yaml"),
-            ]
-        )
+        main.main(["--debug", *RECIPE, "-o", str(tmp_path / "r.yaml")])
     assert exit_info.value.code == 0
     assert seen == [tmp_path / "cache"]  # read once, at the entry point
     assert list((tmp_path / "cache" / "recipes").glob("catalog-*.json"))
+
+
+def test_the_fast_path_caches_under_dsx_cache_dir_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain `dsx recipe` runs without click or `dsx.settings` (dsx.cli.entry); its compiled catalog
+    goes to the same folder (`compiled.cache_dir` answers as `settings.from_env` does)."""
+    monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(compiled, "_loaded", {})  # an earlier test may have loaded it in this process
+    with pytest.raises(SystemExit) as exit_info:
+        main.main([*RECIPE, "-o", str(tmp_path / "r.yaml")])
+    assert exit_info.value.code == 0
+    assert list((tmp_path / "cache" / "recipes").glob("compiled-*.marshal"))
