@@ -67,6 +67,7 @@ def test_dsx_cache_dir_places_the_cli_cache_as_before(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(settings, "from_env", spy)
     catalog.load.cache_clear()  # an earlier test in this process may have loaded the catalog already
+    monkeypatch.setattr(compiled, "_loaded", {})  # and its compiled form
     with pytest.raises(SystemExit) as exit_info:
         main.main(["--debug", *RECIPE, "-o", str(tmp_path / "r.yaml")])
     assert exit_info.value.code == 0

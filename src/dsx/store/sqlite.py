@@ -11,14 +11,18 @@ once by appends from this process and otherwise re-check every `poll_interval_se
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from dsx import retry
 from dsx.errors import BadInputError, ConflictError, InternalError, UnavailableError
 from dsx.store import sql
+
+_log = logging.getLogger(__name__)
 
 _TRANSIENT = ("locked", "busy", "unable to open", "disk i/o", "disk is full", "interrupted")
 """OperationalError messages that retrying may cure; the others (no such column, syntax) are defects."""
@@ -97,16 +101,28 @@ class SqliteEventStore(sql.SqlEventStore):
         existed = self.path.exists()
         if existed and not init and _stays_empty(self.path):
             raise BadInputError(f"sqlite:///{self.path}: the file is empty (0 bytes), not an event store; {_INIT_HINT}")
-        with self._errors():
+        # this process's openers of one file take turns: switching a new file to WAL while another
+        # connection reads it can fail at once with "database is locked" (SQLite skips the busy
+        # handler where waiting could deadlock); other processes' openers retry below
+        with self._writer, self._errors():
             self._connection = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_seconds
             )
             if existed:
                 self._check_existing(init=init)
-            self._connection.execute("PRAGMA journal_mode=WAL")
+            for attempt in retry.attempts(timeout_seconds=busy_timeout_seconds):
+                try:
+                    self._connection.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) and "busy" not in str(exc):
+                        raise
+                    _log.debug("sqlite:///%s: WAL switch found the file locked (attempt %d)", self.path, attempt)
+            else:
+                self._connection.execute("PRAGMA journal_mode=WAL")  # the last try raises what it finds
             self._connection.execute("PRAGMA synchronous=NORMAL")
             self._connection.execute("PRAGMA foreign_keys=ON")
-        self.create_schema("INTEGER PRIMARY KEY AUTOINCREMENT")
+            self.create_schema("INTEGER PRIMARY KEY AUTOINCREMENT")
 
     def _check_existing(self, *, init: bool) -> None:
         """Refuse a foreign database (unless `init`) and a damaged one, naming the file."""
