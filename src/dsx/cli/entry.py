@@ -176,11 +176,7 @@ def _command(verb: str, given: dict[str, Any]) -> Callable[[], None] | None:
 
         document = resolve.document(dimensions.normalize_flags(flags))
         value = selector_module.select(selector_module.hydrated(document), selector)
-        text = selector_module.scalar_text(value)
-        if text is not None:
-            cli_output.write(text + "\n", target)
-        else:
-            cli_output.emit(value, fmt, target)
+        cli_output.emit_selected(value, fmt, target)
 
     return recipe if verb == "recipe" else query
 

@@ -95,6 +95,17 @@ def emit(data: Any, fmt: str, output: str | None, table: Callable[[Any], str] | 
     write(render(data, fmt, table), output)
 
 
+def emit_selected(value: Any, fmt: str, output: str | None) -> None:
+    """What `dsx query` prints: a scalar bare (`580.105.08`, `true`), a map or list in `fmt`."""
+    from dsx.recipes.selector import scalar_text
+
+    text = scalar_text(value)
+    if text is not None:
+        write(text + "\n", output)
+    else:
+        emit(value, fmt, output)
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A plain aligned text table (no colours, so it is stable in logs and tests)."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]

@@ -171,8 +171,4 @@ def query(selector: str, recipe_path: str | None, fmt: str, output: str | None, 
 
     resolved = recipe_or_criteria(recipe_path, params)
     value = selector_module.select(selector_module.hydrated(resolved), selector)
-    text = selector_module.scalar_text(value)
-    if text is not None:
-        cli_output.write(text + "\n", output)
-    else:
-        cli_output.emit(value, fmt, output)
+    cli_output.emit_selected(value, fmt, output)
