@@ -272,11 +272,12 @@ class QuarantineHandler:
             return outcome(stored, StageStatus.SKIPPED, disposition="not-for-remediation"), node
         if event.quarantine_overrides.skip:
             return outcome(stored, StageStatus.SKIPPED, disposition="override-skip"), node
-        status = self.store.node_state(name)
         if event.is_healthy:
+            status = self.store.node_state(name)
             return self._recovery(stored, node, status.state, status.event_sequence)
         if not (event.is_fatal or event.quarantine_overrides.force):
             return outcome(stored, StageStatus.SKIPPED, disposition="not-fatal"), node
+        status = self.store.node_state(name)
         if status.state is NodeState.QUARANTINED and status.event_sequence == stored.sequence:
             record = self.store.stage_record(STAGE, stored.sequence)
             decision = Decision.from_dict((record.detail if record else {}).get("decision", {}))

@@ -215,6 +215,49 @@ def test_two_owners_of_one_consumer_split_the_work(backend: Backend, make_event:
     assert owners <= {"w1", "w2"}
 
 
+def test_threads_sharing_one_handle_append_claim_and_move_nodes_safely(backend: Backend, make_event: MakeEvent) -> None:
+    """A sentinel's threads (ingestion, stages, workers) share one handle; on PostgreSQL they run on
+    several pooled connections at once, so they must meet the same guards two replicas meet."""
+    store = backend.open()
+    owners = [f"t{i}" for i in range(6)]
+    per_thread = 40
+    seen: dict[str, list[int]] = {owner: [] for owner in owners}
+    moved: list[str] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(owners))
+
+    def work(index: int, owner: str) -> None:
+        try:
+            start.wait(30)
+            store.append([make_event(index * per_thread + i, node=f"n{index}") for i in range(per_thread)])
+            try:
+                store.transition(
+                    "shared", NodeState.QUARANTINED, reason=owner, event_sequence=1, expected=NodeState.HEALTHY
+                )
+                moved.append(owner)
+            except ConflictError:
+                pass
+            while batch := store.claim("quarantine", owner, limit=5):
+                seen[owner].extend(s.sequence for s in batch)
+                store.ack("quarantine", owner, [StageOutcome(s.sequence) for s in batch])
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i, owner)) for i, owner in enumerate(owners)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors
+    total = len(owners) * per_thread
+    assert store.last_sequence() == total
+    assert [s.sequence for s in store.events(after_sequence=0, limit=total + 1)] == list(range(1, total + 1))
+    assert sorted(s for got in seen.values() for s in got) == list(range(1, total + 1))
+    assert store.cursor("quarantine") == total
+    assert len(moved) == 1  # exactly one thread won the transition
+    assert store.node_state("shared").reason == moved[0]
+
+
 # restart ------------------------------------------------------------------------------------
 
 
