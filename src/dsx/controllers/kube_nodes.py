@@ -8,15 +8,16 @@ backoff and rate. Events are core/v1 Events on the node, as `kubectl describe no
 
 from __future__ import annotations
 
+import re
 import secrets
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from dsx import errors, retry
 from dsx.health import nodes
-from dsx.health.ports import EvictionOutcome, NodeChange
+from dsx.health.ports import ChangeFor, EvictionOutcome, NodeChange
 from dsx.kube.client import EvictionOutcome as KubeEviction
 from dsx.kube.client import KubeClient
 
@@ -38,17 +39,18 @@ class KubeNodeOps:
     def list_nodes(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         return self.client.list_nodes(labels)
 
-    def change_node(self, name: str, change: NodeChange, *, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def change_node(self, name: str, change: ChangeFor, *, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
         node = (
             dict(current)
             if current and (current.get("metadata") or {}).get("resourceVersion")
             else self.client.get_node(name)
         )
         for _ in retry.attempts(max_attempts=CONFLICT_RETRIES, backoff=retry.IMMEDIATE):
-            if not change.changes(node):
+            delta = change(node) if callable(change) else change
+            if not delta.changes(node):
                 return node
             try:
-                return self.client.patch("v1", "Node", name, merge_patch(node, change))
+                return self.client.patch("v1", "Node", name, merge_patch(node, delta))
             except errors.ConflictError:
                 node = self.client.get_node(name)
         raise errors.ConflictError(
@@ -115,6 +117,39 @@ def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
         "spec": kept_spec,
         "status": {"capacity": {nodes.GPU_RESOURCE: gpus}} if gpus is not None else {},
     }
+
+
+SLIM_PATHS = frozenset(
+    {
+        ("metadata", "name"),
+        ("metadata", "resourceVersion"),
+        ("metadata", "creationTimestamp"),
+        ("metadata", "labels"),
+        ("metadata", "annotations"),
+        ("spec", "unschedulable"),
+        ("spec", "taints"),
+        ("status", "capacity"),
+    }
+)
+"""The first two steps of every path `slim_node` keeps."""
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_NODE_PATH = re.compile(r"(?<![\w.])node(?!\w)((?:\s*\.\s*\w+)*)")
+
+
+def slim_view_serves(expressions: Iterable[str]) -> bool:
+    """Whether CEL `expressions` read nothing of the variable `node` that `slim_node` drops.
+
+    Conservative: every use of the variable must start with a kept two-step path written with
+    dots (`node.metadata.labels[...]`, `node.spec.taints`); anything else (`node.status.conditions`,
+    `has(node.spec)`, `node['metadata']`, the bare variable) means the whole Node is read.
+    """
+    for expression in expressions:
+        code = _STRING.sub("''", expression)
+        for match in _NODE_PATH.finditer(code):
+            steps = tuple(step.strip() for step in match.group(1).split(".")[1:])
+            if steps[:2] not in SLIM_PATHS:
+                return False
+    return True
 
 
 def _interned(values: Mapping[str, Any] | None) -> dict[str, str]:

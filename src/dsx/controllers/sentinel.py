@@ -180,7 +180,15 @@ class SentinelRuntime:
             name=breaker.NAME if acting else f"{breaker.NAME}-dry-run",
         )
         self.breaker = gate
-        self.quarantine = quarantine.QuarantineHandler(quarantine_store, self.nodes, policy, gate, self.telemetry)
+        rules = [p.source for r in policy.quarantine.rule_sets for p in (*r.match_all, *r.match_any)]
+        self.quarantine = quarantine.QuarantineHandler(
+            quarantine_store,
+            self.nodes,
+            policy,
+            gate,
+            self.telemetry,
+            node_view=self.viewed_node if kube_nodes.slim_view_serves(rules) else None,
+        )
         drain_store, remediation_store, recertify_store = self._open_store(), self._open_store(), self._open_store()
         handlers: list[stages.StageHandler] = [
             self.quarantine,
@@ -440,6 +448,13 @@ class SentinelRuntime:
             self.quarantine.reconcile(node)
         if self.joining is not None:
             self.joining.observe(node)
+
+    def viewed_node(self, name: str) -> dict[str, Any] | None:
+        """The node as the node watch last saw it, once the watch has listed (None: not seen)."""
+        view = self._node_view
+        if view is None or view.resource_version is None:
+            return None
+        return view.get(name)
 
     def fleet_nodes(self) -> list[dict[str, Any]]:
         """The selected nodes, slimmed: the node watch's view once it has listed, else a list call.

@@ -16,7 +16,7 @@ lets hundreds of nodes be cordoned per second instead of NVSentinel's ~2.5.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -147,6 +147,12 @@ class EvictionOutcome(enum.StrEnum):
     """A PodDisruptionBudget refused the eviction now (HTTP 429); try again later."""
 
 
+ChangeFor = NodeChange | Callable[[Mapping[str, Any]], NodeChange]
+"""A change, or how to work it out from the node it is written against: a change that depends on
+what the node looked like (quarantine: did someone else cordon it first?) is worked out again
+from the fresh node when the write meets a newer version."""
+
+
 class NodeOps(Protocol):
     """Reads and writes of Nodes and Pods the pipeline performs (one cluster)."""
 
@@ -156,11 +162,12 @@ class NodeOps(Protocol):
 
     def list_nodes(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]: ...
 
-    def change_node(self, name: str, change: NodeChange, *, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def change_node(self, name: str, change: ChangeFor, *, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Apply `change` in one write (nothing is written when it changes nothing); the node after.
 
-        `current` is the node as the caller just read it: an implementation may write against it
-        without reading again (and must re-read when the node changed in between).
+        `current` is the node as the caller last saw it (a read, or the node watch's view): an
+        implementation may write against it without reading again, and must re-read, and work a
+        `change` function out again, when the node changed in between.
         """
         ...
 

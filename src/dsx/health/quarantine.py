@@ -25,6 +25,7 @@ repeated — the quarantine is never counted or taken twice.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -203,9 +204,12 @@ class QuarantineHandler:
         observer: Observer,
         *,
         clock: Callable[[], float] = time.time,
+        node_view: Callable[[str], Mapping[str, Any] | None] | None = None,
     ) -> None:
         self.store = store
         self.nodes = node_ops
+        self.node_view = node_view
+        """The node as the sentinel's node watch last saw it (None: not seen); saves a read per fault."""
         self.settings = policy.quarantine
         self.switch = policy.switch(Stage.QUARANTINE)
         self.breaker = breaker
@@ -223,7 +227,7 @@ class QuarantineHandler:
             # read per event (a fleet's background health traffic would be that many GETs a second)
             return [self._one(stored, {})[0] for stored in events]
         try:
-            node = self.nodes.get_node(node_name)
+            node = self._node(node_name)
         except NotFoundError:
             return [outcome(s, StageStatus.SKIPPED, disposition="node-not-found") for s in events]
         node = self.reconcile(node)
@@ -232,6 +236,13 @@ class QuarantineHandler:
             result, node = self._one(stored, node)
             out.append(result)
         return out
+
+    def _node(self, name: str) -> dict[str, Any]:
+        """The node from the watch's view when it has it, else read. A view a moment old is safe:
+        the write is guarded by the node's version, and the marks are worked out again from the
+        fresh node when it meets a newer one (`mark_change` through `change_node`)."""
+        seen = self.node_view(name) if self.node_view is not None else None
+        return copy.deepcopy(dict(seen)) if seen is not None else self.nodes.get_node(name)
 
     # -- a person's uncordon -------------------------------------------------------------------
 
@@ -319,8 +330,10 @@ class QuarantineHandler:
         self, stored: StoredEvent, node: dict[str, Any], decision: Decision, *, resumed: bool
     ) -> tuple[StageOutcome, dict[str, Any]]:
         name = stored.event.node_name
-        change = mark_change(node, decision, stored, _reason(decision, stored.event), self._now())
-        node = self.nodes.change_node(name, change, current=node)
+        reason, now = _reason(decision, stored.event), self._now()
+        node = self.nodes.change_node(
+            name, lambda fresh: mark_change(fresh, decision, stored, reason, now), current=node
+        )
         if not resumed:
             self.observer.fault_to_cordon(max(0.0, self._clock() - stored.event.generated_at.timestamp()))
         self.observer.action(STAGE, "quarantine", name, decision.to_dict())

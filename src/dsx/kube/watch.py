@@ -94,6 +94,10 @@ class ResourceWatch:
         self.expirations = 0
         self._failures = 0
 
+    def get(self, name: str, namespace: str = "") -> dict[str, Any] | None:
+        """The view's copy of one object (None: not in the view)."""
+        return self.objects.get(f"{namespace}/{name}")
+
     def sync(self) -> list[dict[str, Any]]:
         """List the collection now; the view and the resume point start from this list."""
         items, version = self._list()

@@ -28,9 +28,9 @@ from dsx.errors import ConflictError, InternalError, UnavailableError
 from dsx.store import sql
 
 CHANNEL = "dsx_events"
-DEFAULT_POOL_SIZE = 8
-"""Connections per store: enough for a sentinel's stages and ingestion to overlap their round
-trips; two replicas stay far below PostgreSQL's default `max_connections` of 100."""
+DEFAULT_POOL_SIZE = 4
+"""Connections per store (a sentinel opens one store per stage, so 4 x ~9 per replica, opened as
+needed): round trips overlap, and two replicas stay under PostgreSQL's default max_connections of 100."""
 POOL_WAIT_SECONDS = 30.0
 """How long a call waits for a connection before it fails as unavailable (retried like an outage)."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from dsx.errors import NotFoundError
 from dsx.health import nodes
-from dsx.health.ports import EvictionOutcome, NodeChange
+from dsx.health.ports import ChangeFor, EvictionOutcome, NodeChange
 
 
 @dataclass(frozen=True)
@@ -81,15 +81,16 @@ class InMemoryNodeOps:
         with self._lock:
             return [copy.deepcopy(n) for _, n in sorted(self._nodes.items()) if nodes.selected(n, dict(labels or {}))]
 
-    def change_node(self, name: str, change: NodeChange, *, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def change_node(self, name: str, change: ChangeFor, *, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
         with self._lock:
             node = self._nodes.get(name)
             if node is None:
                 raise NotFoundError(f"node {name}: not found")
-            if change.changes(node):
-                node = change.apply_to(node)
+            delta = change(node) if callable(change) else change  # always against the node as it is now
+            if delta.changes(node):
+                node = delta.apply_to(node)
                 self._nodes[name] = node
-                self.journal.append(Write("change-node", name, _describe(change)))
+                self.journal.append(Write("change-node", name, _describe(delta)))
             return copy.deepcopy(node)
 
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:

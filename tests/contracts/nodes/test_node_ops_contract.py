@@ -112,6 +112,24 @@ def test_change_node_writes_everything_in_one_change_and_undoes_it(cluster: Clus
     assert _ours(cluster.ops.get_node(cluster.node)) == ({cluster.label[0]: cluster.label[1]}, {}, False, [])
 
 
+def test_a_change_worked_out_from_the_node_is_worked_out_from_the_node_as_it_is(cluster: Cluster) -> None:
+    """`current` a moment old (the node watch's copy): the change is worked out again from the
+    node as it is now, not from the old copy (the quarantine stage decides who cordoned it)."""
+    old = cluster.ops.get_node(cluster.node)
+    cluster.ops.change_node(cluster.node, NodeChange(annotations={f"{OURS}/by": "someone"}, unschedulable=True))
+    seen: list[bool] = []
+
+    def mark(node: Any) -> NodeChange:
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        seen.append(cordoned)
+        return NodeChange(annotations={f"{OURS}/precordoned": str(cordoned).lower()}, unschedulable=True)
+
+    after = cluster.ops.change_node(cluster.node, mark, current=old)
+    assert seen[-1] is True
+    assert _ours(after)[1] == {f"{OURS}/by": "someone", f"{OURS}/precordoned": "true"}
+    assert _ours(cluster.ops.get_node(cluster.node)) == _ours(after)
+
+
 def test_change_node_refuses_an_unknown_node(cluster: Cluster) -> None:
     with pytest.raises(errors.NotFoundError):
         cluster.ops.change_node(f"{cluster.node}-absent", NodeChange(unschedulable=True))

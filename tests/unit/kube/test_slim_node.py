@@ -48,3 +48,31 @@ def test_a_change_computed_on_the_view_is_the_one_computed_on_the_node() -> None
     node = whole("a", taint="other")
     change = NodeChange(unschedulable=True, labels={"x": "y"}, add_taints=())
     assert merge_patch(slim_node(node), change) == merge_patch(node, change)
+
+
+def test_the_view_serves_rules_that_read_only_what_it_keeps() -> None:
+    from dsx.controllers.kube_nodes import slim_view_serves
+    from dsx.health.policy import load
+
+    served = [
+        "event.isFatal && event.componentClass == 'GPU'",
+        "node.metadata.labels['nvidia.com/gpu.product'] == 'H100'",
+        "node.spec.taints.exists(t, t.key == 'x')",
+        "node.status.capacity['nvidia.com/gpu'] == '8'",
+        "event.message == 'node.status.conditions'",  # inside a string: not a read of the node
+        "nodepool.status == 'x' && event.node.status == 1",  # other names
+    ]
+    whole_node = [
+        "node.status.conditions.exists(c, c.type == 'Ready')",
+        "node.status.allocatable['nvidia.com/gpu'] == '8'",
+        "has(node.spec)",
+        "node['metadata']['labels'].size() > 0",
+        "size(node) > 0",
+    ]
+    for expression in served:
+        assert slim_view_serves([expression]), expression
+    for expression in whole_node:
+        assert not slim_view_serves([expression]), expression
+        assert not slim_view_serves([served[0], expression])
+    shipped = load().quarantine.rule_sets
+    assert slim_view_serves(p.source for r in shipped for p in (*r.match_all, *r.match_any))

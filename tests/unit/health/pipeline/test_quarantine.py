@@ -15,6 +15,7 @@ from dsx.errors import BadInputError
 from dsx.health import nodes, policy, quarantine, stages
 from dsx.health.breaker import CircuitBreaker
 from dsx.health.policy import QuarantineSettings, Stage, StageSwitch
+from dsx.health.ports import NodeChange
 from dsx.model.health import BehaviourOverrides, NodeState
 
 from .builders import cluster, gpu_check, gpu_node, informational, policy_with, xid
@@ -254,3 +255,50 @@ def test_routine_traffic_is_decided_without_reading_the_node(store, clock, obser
     records = run(store, h, xid())  # a fault still reads the node it cordons
     assert records[3]["disposition"] == "quarantined"
     assert CountingReads.reads == 1
+
+
+def test_a_fault_is_decided_on_the_watched_node_and_marked_against_the_fresh_one(store, clock, observer) -> None:
+    """The node watch's copy saves a read per fault; when it is a moment old (someone cordoned the
+    node since), the marks are worked out again from the node as it is, so their cordon is theirs."""
+    fleet = cluster()
+    stale = fleet.get_node("n1")  # what the watch saw, before a person cordons the node
+    fleet.change_node("n1", NodeChange(unschedulable=True))
+    reads: list[str] = []
+    real_get = fleet.get_node
+
+    def counted(name: str) -> dict:
+        reads.append(name)
+        return real_get(name)
+
+    fleet.get_node = counted  # type: ignore[method-assign]
+    h = quarantine.QuarantineHandler(
+        store,
+        fleet,
+        policy_with(Stage.QUARANTINE),
+        CircuitBreaker(store, policy_with(Stage.QUARANTINE).breaker, lambda: 100),
+        observer,
+        clock=clock,
+        node_view=lambda name: stale if name == "n1" else None,
+    )
+    records = run(store, h, xid("n1"))
+
+    assert records[1]["disposition"] == "quarantined"
+    assert reads == []  # decided on the watched copy
+    marks = nodes.annotations_of(real_get("n1"))
+    assert marks[nodes.PRECORDONED_ANNOTATION] == "true"
+    assert nodes.CORDONED_ANNOTATION not in marks  # never uncordoned by us later
+
+
+def test_a_node_the_watch_has_not_seen_is_read(store, clock, observer) -> None:
+    fleet = cluster()
+    h = quarantine.QuarantineHandler(
+        store,
+        fleet,
+        policy_with(Stage.QUARANTINE),
+        CircuitBreaker(store, policy_with(Stage.QUARANTINE).breaker, lambda: 100),
+        observer,
+        clock=clock,
+        node_view=lambda name: None,
+    )
+    assert run(store, h, xid("n2"))[1]["disposition"] == "quarantined"
+    assert nodes.unschedulable(fleet.get_node("n2"))
