@@ -32,7 +32,7 @@ from typing import Any
 from dsx import retry
 from dsx.errors import ConflictError
 from dsx.health import incidents, nodes, stages
-from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent
+from dsx.health.eventstore import EventStore, NodeStatus, StageOutcome, StageStatus, StoredEvent
 from dsx.health.policy import DrainMode, DrainSettings, NamespaceMode, SentinelPolicy, Stage
 from dsx.health.ports import EvictionOutcome, NodeOps, Observer
 from dsx.health.quarantine import state_change
@@ -151,15 +151,23 @@ class DrainHandler:
         )
         self._lock = threading.Lock()
 
+    def settle(self, ready: Mapping[str, Sequence[StoredEvent]]) -> dict[str, list[StageOutcome]]:
+        """Every node with nothing to drain, in one store read (`stages.SettlesInBulk`)."""
+        if not self.switch.enabled:
+            return {}
+        return {
+            node: _nothing_to_drain(ready[node], status)
+            for node, status in self.store.node_states_of(list(ready)).items()
+            if not _drains(status)
+        }
+
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
         if not self.switch.enabled:
             return stages.same_outcome(events, StageStatus.SKIPPED, disposition="stage-disabled")
         status = self.store.node_state(node_name)
-        if status.state not in (NodeState.QUARANTINED, NodeState.DRAINING) or status.event_sequence is None:
-            return stages.same_outcome(
-                events, StageStatus.SKIPPED, disposition="nothing-to-drain", state=status.state.value
-            )
         incident = status.event_sequence
+        if not _drains(status) or incident is None:
+            return _nothing_to_drain(events, status)
         if not self.switch.acting:
             would = [p.to_dict() for p in self._plan(node_name, incident) if p.mode is not None]
             self.observer.action(STAGE, "would-drain", node_name, {"pods": would})
@@ -270,3 +278,11 @@ def _parse(text: str | None) -> float | None:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
+
+
+def _drains(status: NodeStatus) -> bool:
+    return status.state in (NodeState.QUARANTINED, NodeState.DRAINING) and status.event_sequence is not None
+
+
+def _nothing_to_drain(events: Sequence[StoredEvent], status: NodeStatus) -> list[StageOutcome]:
+    return stages.same_outcome(events, StageStatus.SKIPPED, disposition="nothing-to-drain", state=status.state.value)

@@ -36,7 +36,7 @@ time (lease expiry, windows) without sleeping.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
@@ -223,6 +223,11 @@ class EventStore(Protocol):
 
     def node_states(self) -> list[NodeStatus]:
         """Every node that ever left HEALTHY, by name."""
+        ...
+
+    def node_states_of(self, node_names: Collection[str]) -> dict[str, NodeStatus]:
+        """The state of each named node (HEALTHY when never seen), in one read: a stage settles a
+        round's routine events with it instead of one read per event."""
         ...
 
     def transition(

@@ -37,7 +37,7 @@ from dsx import cel
 from dsx.errors import ConflictError, NotFoundError
 from dsx.health import incidents, nodes, stages
 from dsx.health.breaker import CircuitBreaker
-from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent
+from dsx.health.eventstore import EventStore, NodeStatus, StageOutcome, StageStatus, StoredEvent
 from dsx.health.policy import QuarantineSettings, SentinelPolicy, Stage
 from dsx.health.ports import NodeChange, NodeOps, Observer, Taint, TaintEffect
 from dsx.health.stages import outcome
@@ -219,6 +219,21 @@ class QuarantineHandler:
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self._clock(), UTC)
 
+    def settle(self, ready: Mapping[str, Sequence[StoredEvent]]) -> dict[str, list[StageOutcome]]:
+        """Routine traffic of many nodes (healthy checks, warnings) in one store read: every node
+        whose events can neither cordon nor start a recovery (`stages.SettlesInBulk`)."""
+        if not self.switch.enabled:
+            return {}
+        routine = {n: events for n, events in ready.items() if not any(_may_cordon(s.event) for s in events)}
+        asks = [n for n, events in routine.items() if any(_asks_state(s.event) for s in events)]
+        states = self.store.node_states_of(asks) if asks else {}
+        out: dict[str, list[StageOutcome]] = {}
+        for node, events in routine.items():
+            settled = [_routine(stored, states.get(node)) for stored in events]
+            if all(o is not None for o in settled):
+                out[node] = [o for o in settled if o is not None]
+        return out
+
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
         if not self.switch.enabled:
             return stages.same_outcome(events, StageStatus.SKIPPED, disposition="stage-disabled")
@@ -279,16 +294,12 @@ class QuarantineHandler:
 
     def _one(self, stored: StoredEvent, node: dict[str, Any]) -> tuple[StageOutcome, dict[str, Any]]:
         event, name = stored.event, stored.event.node_name
-        if event.processing_strategy is not ProcessingStrategy.EXECUTE_REMEDIATION:
-            return outcome(stored, StageStatus.SKIPPED, disposition="not-for-remediation"), node
-        if event.quarantine_overrides.skip:
-            return outcome(stored, StageStatus.SKIPPED, disposition="override-skip"), node
-        if event.is_healthy:
-            status = self.store.node_state(name)
-            return self._recovery(stored, node, status.state, status.event_sequence)
-        if not (event.is_fatal or event.quarantine_overrides.force):
-            return outcome(stored, StageStatus.SKIPPED, disposition="not-fatal"), node
+        routine = _routine(stored, self.store.node_state(name) if _asks_state(event) else None)
+        if routine is not None:
+            return routine, node
         status = self.store.node_state(name)
+        if event.is_healthy:
+            return self._recovery(stored, node, status.state, status.event_sequence)
         if status.state is NodeState.QUARANTINED and status.event_sequence == stored.sequence:
             record = self.store.stage_record(STAGE, stored.sequence)
             decision = Decision.from_dict((record.detail if record else {}).get("decision", {}))
@@ -388,6 +399,34 @@ class QuarantineHandler:
         )
         if self.switch.acting:
             self.nodes.record_event(name, "CircuitBreakerTripped", reason, warning=True)
+
+
+def _asks_state(event: HealthEvent) -> bool:
+    """Whether the node's state decides a routine event (a healthy check: is there an incident?)."""
+    return (
+        event.processing_strategy is ProcessingStrategy.EXECUTE_REMEDIATION
+        and not event.quarantine_overrides.skip
+        and event.is_healthy
+    )
+
+
+def _routine(stored: StoredEvent, status: NodeStatus | None) -> StageOutcome | None:
+    """The outcome of an event that needs neither the node nor a write; None: `_one` goes on.
+
+    `status` is the node's state, needed only when `_asks_state(stored.event)`.
+    """
+    event = stored.event
+    if event.processing_strategy is not ProcessingStrategy.EXECUTE_REMEDIATION:
+        return outcome(stored, StageStatus.SKIPPED, disposition="not-for-remediation")
+    if event.quarantine_overrides.skip:
+        return outcome(stored, StageStatus.SKIPPED, disposition="override-skip")
+    if event.is_healthy:
+        if status is None or (status.state in RECOVERABLE and status.event_sequence is not None):
+            return None  # a recovery may be due: `_recovery` decides
+        return outcome(stored, StageStatus.SKIPPED, disposition="no-incident")
+    if not (event.is_fatal or event.quarantine_overrides.force):
+        return outcome(stored, StageStatus.SKIPPED, disposition="not-fatal")
+    return None
 
 
 def _may_cordon(event: HealthEvent) -> bool:

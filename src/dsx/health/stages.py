@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -61,6 +61,17 @@ class StageHandler(Protocol):
 
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
         """Outcomes for a prefix of `events` (one node's, in order); the rest are offered again later."""
+        ...
+
+
+class SettlesInBulk(Protocol):
+    """A stage handler that can also decide many nodes' routine events at once (optional)."""
+
+    def settle(self, ready: Mapping[str, Sequence[StoredEvent]]) -> dict[str, list[StageOutcome]]:
+        """Outcomes for every event of the nodes it can decide from the store alone, in one read;
+        the nodes it leaves out go to `handle`. At fleet traffic nearly every event is routine
+        (a healthy check on a healthy node), and a worker and a store read per event kept a stage
+        behind the fleet on PostgreSQL."""
         ...
 
 
@@ -123,6 +134,7 @@ class StageRunner:
         self.waker = waker or Waker()
         self._clock = clock
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"stage-{handler.name}") if workers else None
+        self._bulk: SettlesInBulk | None = handler if callable(getattr(handler, "settle", None)) else None  # type: ignore[assignment]
         self._running: dict[str, _Dispatch] = {}
         self._held: set[int] = set()
         self._known: dict[int, StoredEvent] = {}
@@ -165,14 +177,20 @@ class StageRunner:
         if self.store.last_sequence() > self._seen or now - self._claimed_at > self.lease_seconds / 3:
             self._claim(now)
         fresh = [stored for sequence, stored in sorted(self._known.items()) if sequence not in self._held]
-        for node, events in self._ready_by_node(fresh, now).items():
-            if node in self._running or self._not_before.get(node, 0.0) > now:
-                continue
+        ready = {
+            node: events
+            for node, events in self._ready_by_node(fresh, now).items()
+            if node not in self._running and self._not_before.get(node, 0.0) <= now
+        }
+        settled = self._settle(ready)
+        for node, events in ready.items():
             if node in self._one_at_a_time:
                 events = events[:1]
             sequences = [stored.sequence for stored in events]
             self._held.update(sequences)
-            if self._pool is None:
+            if node in settled:
+                progressed += self._finish(_Dispatch(node, sequences, None, settled[node]), flush=False)
+            elif self._pool is None:
                 dispatch = _Dispatch(node, sequences, None)
                 try:
                     dispatch.outcomes = self.handler.handle(node, events)
@@ -184,7 +202,23 @@ class StageRunner:
                 future = self._pool.submit(self.handler.handle, node, events)
                 self._running[node] = _Dispatch(node, sequences, future)
                 future.add_done_callback(lambda _: self.waker.poke())
+        if settled:
+            progressed += self._flush()
         return progressed
+
+    def _settle(self, ready: Mapping[str, Sequence[StoredEvent]]) -> dict[str, list[StageOutcome]]:
+        """The handler's bulk outcomes for whole nodes; a node going one event at a time after an
+        error is left to `handle`, and so is everything when the bulk read fails (the workers
+        then meet the error with the usual retries)."""
+        candidates = {node: events for node, events in ready.items() if node not in self._one_at_a_time}
+        if self._bulk is None or not candidates:
+            return {}
+        try:
+            settled = self._bulk.settle(candidates)
+        except Exception as exc:
+            log.warning("stage %s: bulk settle failed, handling node by node: %s", self.handler.name, exc)
+            return {}
+        return {n: outcomes for n, outcomes in settled.items() if len(outcomes) == len(candidates.get(n, ()))}
 
     def _claim(self, now: float) -> None:
         """Claim new events, and renew the leases of those already held (a claim by the same owner does both).

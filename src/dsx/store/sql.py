@@ -25,7 +25,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -144,6 +144,7 @@ LAYOUT: dict[str, str] = {
 """Table → its columns, read from SCHEMA: what a store must have to be dsx's."""
 
 _EVENT_COLUMNS = "sequence, stored_at, document"
+_NODE_COLUMNS = "node_name, state, reason, since, event_sequence"
 _VALIDATION_COLUMNS = "request_id, node_name, reason, status, requested_at, updated_at, detail"
 
 
@@ -591,6 +592,17 @@ class SqlEventStore(abc.ABC):
         with self.transaction(write=False) as cur:
             cur.execute("SELECT node_name, state, reason, since, event_sequence FROM node_states ORDER BY node_name")
             return self._rows("node_states", cur.fetchall(), _node)
+
+    def node_states_of(self, node_names: Collection[str]) -> dict[str, NodeStatus]:
+        names = sorted(set(node_names))
+        found: dict[str, NodeStatus] = {}
+        with self.transaction(write=False) as cur:
+            for start in range(0, len(names), _IN_CHUNK):
+                chunk = names[start : start + _IN_CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                cur.execute(f"SELECT {_NODE_COLUMNS} FROM node_states WHERE node_name IN ({marks})", chunk)  # noqa: S608 - placeholders only
+                found.update((s.node_name, s) for s in self._rows("node_states", cur.fetchall(), _node))
+        return {name: found.get(name) or NodeStatus(name, NodeState.HEALTHY, "", _at(0.0), None) for name in node_names}
 
     def transition(
         self,

@@ -10,7 +10,7 @@ import copy
 import itertools
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -232,6 +232,13 @@ class InMemoryEventStore:
     def node_states(self) -> list[NodeStatus]:
         with self._lock:
             return [self._nodes[name] for name in sorted(self._nodes)]
+
+    def node_states_of(self, node_names: Collection[str]) -> dict[str, NodeStatus]:
+        with self._lock:
+            return {
+                name: self._nodes.get(name) or NodeStatus(name, NodeState.HEALTHY, "", EPOCH, None)
+                for name in node_names
+            }
 
     def transition(
         self,

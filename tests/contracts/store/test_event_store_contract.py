@@ -315,6 +315,17 @@ def test_unknown_nodes_are_healthy(store: EventStore) -> None:
     assert store.node_states() == []
 
 
+def test_node_states_of_answers_every_named_node_in_one_read(store: EventStore) -> None:
+    store.transition("n2", NodeState.QUARANTINED, reason="xid 79", event_sequence=7)
+    names = [f"n{i}" for i in range(1200)]  # more than one IN list
+    states = store.node_states_of(names)
+    assert list(states) == names
+    assert states["n2"] == store.node_state("n2")
+    assert states["n2"].state is NodeState.QUARANTINED and states["n2"].event_sequence == 7
+    assert all(states[n].state is NodeState.HEALTHY and states[n].event_sequence is None for n in names if n != "n2")
+    assert store.node_states_of([]) == {}
+
+
 def test_transitions_follow_the_table_and_are_recorded(store: EventStore, clock: FakeClock) -> None:
     path = [NodeState.QUARANTINED, NodeState.DRAINING, NodeState.DRAINED, NodeState.REMEDIATING]
     for minute, state in enumerate(path):

@@ -302,3 +302,29 @@ def test_a_node_the_watch_has_not_seen_is_read(store, clock, observer) -> None:
     )
     assert run(store, h, xid("n2"))[1]["disposition"] == "quarantined"
     assert nodes.unschedulable(fleet.get_node("n2"))
+
+
+def test_routine_traffic_settled_in_bulk_is_recorded_as_event_by_event(store, clock, observer) -> None:
+    """The bulk path (`settle`) and the per-event path (`handle`) give the same record to every
+    routine event: healthy checks on healthy and on quarantined nodes, warnings, store-only."""
+    from dsx.testing.inmemory import InMemoryEventStore
+
+    def events() -> list:
+        return [
+            xid("n1"),  # quarantines n1
+            gpu_check("n2", healthy=True),  # healthy node: no incident
+            informational("n3"),  # not fatal
+            dataclasses.replace(xid("n4"), quarantine_overrides=BehaviourOverrides(skip=True)),
+            gpu_check("n1", healthy=False, gpu="1", at=timedelta(seconds=1)),  # a fault still open on n1
+            gpu_check("n1", healthy=True, gpu="1", at=timedelta(seconds=2)),  # GPU 1 healed, n1 not yet
+        ]
+
+    def records(bulk: bool) -> dict:
+        own = InMemoryEventStore(clock=clock)
+        h = handler(own, cluster(), policy_with(Stage.QUARANTINE), clock, observer)
+        if not bulk:
+            h.settle = None  # type: ignore[assignment, method-assign]
+        return {s: d.get("disposition") for s, d in run(own, h, *events()).items()}
+
+    assert records(bulk=True) == records(bulk=False)
+    assert set(records(bulk=True).values()) >= {"quarantined", "no-incident", "not-fatal", "override-skip"}

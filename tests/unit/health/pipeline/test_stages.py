@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 
 from dsx.health import stages
 from dsx.health.eventstore import StageOutcome, StageStatus, StoredEvent
@@ -193,3 +194,47 @@ def test_dispatches_finished_together_are_acknowledged_in_one_write(store) -> No
     assert store.cursor("stage") == 16
     assert sum(acks) == 16
     assert len(acks) < 16  # not one write per node
+
+
+class Settler(Recorder):
+    """A handler that settles some nodes in bulk (the rest go to `handle`)."""
+
+    def __init__(self, name: str, settles: set[str], *, broken: bool = False) -> None:
+        super().__init__(name)
+        self.settles = settles
+        self.broken = broken
+        self.bulk: list[list[str]] = []
+
+    def settle(self, ready) -> dict[str, list[StageOutcome]]:
+        self.bulk.append(sorted(ready))
+        if self.broken:
+            raise RuntimeError("store unavailable")
+        return {
+            n: [StageOutcome(e.sequence, StageStatus.SKIPPED, {"node": n, "bulk": True}) for e in events]
+            for n, events in ready.items()
+            if n in self.settles
+        }
+
+
+def test_nodes_settled_in_bulk_never_reach_the_handler_and_the_rest_do(store) -> None:
+    store.append([xid(n, at=timedelta(seconds=i)) for i in range(3) for n in ("n1", "n2", "n3")])
+    handler = Settler("quarantine", {"n1", "n3"})
+    runner = stages.StageRunner(store, handler, owner="t", workers=2)
+    drive(store, runner)
+    runner.close()
+
+    assert {n for n, _ in handler.calls} == {"n2"}
+    assert handler.bulk and handler.bulk[0] == ["n1", "n2", "n3"]
+    assert store.cursor("quarantine") == 9
+    bulk = {s for s in range(1, 10) if store.stage_record("quarantine", s).detail.get("bulk")}
+    assert bulk == {s.sequence for s in store.events(after_sequence=0) if s.event.node_name in {"n1", "n3"}}
+
+
+def test_a_failing_bulk_settle_leaves_every_node_to_the_handler(store) -> None:
+    store.append([xid(n) for n in ("n1", "n2")])
+    handler = Settler("quarantine", {"n1", "n2"}, broken=True)
+    runner = stages.StageRunner(store, handler, owner="t", workers=0)
+    drive(store, runner)
+
+    assert sorted(n for n, _ in handler.calls) == ["n1", "n2"]
+    assert store.cursor("quarantine") == 2
