@@ -23,10 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from dsx import file_tree as tree
 from dsx.bundles import render
 from dsx.bundles.options import Deployer
+from dsx.files import signing as signing_files
 from dsx.model import criteria as criteria_model
 from dsx.model.recipe import Recipe
 from dsx.recipes import resolve
-from dsx.signing import attest, keys, verify
+from dsx.signing import attest, verify
 from dsx.signing.signer import Algorithm
 from dsx.signing.verdict import TrustLevel
 
@@ -88,17 +89,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
         for algorithm in Algorithm:
-            paths = keys.write_key_pair(base / algorithm.value, algorithm)
-            signer = keys.load_signer(paths.private)
-            trusted = [keys.load_public_key(paths.public)]
+            paths = signing_files.write_key_pair(base / algorithm.value, algorithm)
+            signer = signing_files.load_signer(paths.private)
+            trusted = [signing_files.load_public_key(paths.public)]
             signed = attest.attest_bundle(bundle, signer)
             assert verify.verify_bundle_tree(signed, trusted, target="bench").level is TrustLevel.VERIFIED
             sign_memory = median_ms(lambda s=signer: attest.attest_bundle(bundle, s))
             verify_memory = median_ms(lambda t=trusted, b=signed: verify.verify_bundle_tree(b, t, target="bench"))
             folder = base / f"bundle-{algorithm.value}"
             tree.write_tree(bundle, folder)
-            sign_disk = median_ms(lambda s=signer, f=folder: attest.sign_bundle_directory(f, s))
-            verify_disk = median_ms(lambda t=trusted, f=folder: verify.verify_path(f, t))
+            sign_disk = median_ms(lambda s=signer, f=folder: signing_files.sign_bundle_directory(f, s))
+            verify_disk = median_ms(lambda t=trusted, f=folder: signing_files.verify_path(f, t))
             print(
                 f"  {algorithm.value:<11} sign {sign_memory:7.2f} ms in memory, {sign_disk:7.2f} ms on disk;"
                 f" verify {verify_memory:7.2f} ms in memory, {verify_disk:7.2f} ms on disk"

@@ -130,11 +130,11 @@ def test_a_non_finite_breaker_limit_is_refused_when_built_from_data(value: float
 def test_a_calibration_reference_must_be_a_finite_number_of_at_least_zero(value: object) -> None:
     raw = {
         "kind": calibration.KIND,
-        "host": calibration.this_host(),
+        "host": "this-host",
         "references": {"nccl/8": {"busBandwidthGbps": value}},
     }
     with pytest.raises(BadInputError, match=r"references\.nccl/8\.busBandwidthGbps: expected a finite number"):
-        calibration.Calibration.from_dict(raw, source="calibration.json")
+        calibration.Calibration.from_dict(raw, source="calibration.json", this_host="this-host")
 
 
 @pytest.mark.parametrize("name", ["attestation", "templates"])
@@ -262,10 +262,10 @@ DOCUMENT_KINDS: dict[str, tuple[Callable[[], object], Callable[[Path], Callable[
     "calibration": (
         lambda: {
             "kind": calibration.KIND,
-            "host": calibration.this_host(),
+            "host": "this-host",
             "references": {"nccl/8": {"busBandwidthGbps": 3.0}},
         },
-        lambda _: lambda d: calibration.Calibration.from_dict(d, source="c"),
+        lambda _: lambda d: calibration.Calibration.from_dict(d, source="c", this_host="this-host"),
     ),
 }
 

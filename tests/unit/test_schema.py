@@ -88,3 +88,14 @@ def test_camel_is_msgspecs_rename() -> None:
         "maxQuarantinedPercent",
         "name",
     ]
+
+
+def test_camel_keys_renames_every_key_but_those_of_data_mappings_and_leaves_values() -> None:
+    record = {"pci_address": "0000:3b:00.0", "nvlink5_decode": {"intr_info": "0x1"}, "steps": [{"step_time": 1}]}
+    record["labels"] = {"team_a": "is_fatal"}
+    assert schema.camel_keys(record, data_keys=frozenset({"labels"})) == {
+        "pciAddress": "0000:3b:00.0",
+        "nvlink5Decode": {"intrInfo": "0x1"},
+        "steps": [{"stepTime": 1}],
+        "labels": {"team_a": "is_fatal"},
+    }

@@ -81,7 +81,8 @@ def _spec(body: CertificationBody) -> model.Certification:
 def _execute(run: _Run, spec: model.Certification) -> None:
     from datetime import UTC, datetime
 
-    from dsx.certify import calibration, engine, reports
+    from dsx import host
+    from dsx.certify import engine, reports
     from dsx.executors.local.executor import LocalExecutor
 
     try:
@@ -89,7 +90,7 @@ def _execute(run: _Run, spec: model.Certification) -> None:
         started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         with LocalExecutor(spec.target.node_count, injections=spec.injections) as executor:
             result = engine.certify(spec, executor)
-        cluster = f"local: {spec.target.node_count} simulated nodes on {calibration.this_host()}"
+        cluster = f"local: {spec.target.node_count} simulated nodes on {host.hostname()}"
         run.report = reports.document(result, started_at=started_at, cluster=cluster)
         run.failed_nodes = list(result.failed_nodes)
         run.status = result.result.value

@@ -5,13 +5,13 @@ same workload shape run on no node in particular, twice, keeping the worse value
 two runs per category and world size. A calibration file keeps the references of earlier
 runs (demos, a test suite, a user iterating on a recipe); entries are keyed by category,
 world size and a digest of the workload's local shape, so a changed sweep is measured afresh.
-References describe one machine: the file names its host and is refused on another.
+References describe one machine: the file names its host and is refused on another. The host's
+name is given by the caller (the entry point asks `dsx.host.hostname`), so this module does no I/O.
 """
 
 from __future__ import annotations
 
 import math
-import socket
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -22,10 +22,6 @@ from dsx.model import certification as model
 from dsx.model import certify_catalog as catalog
 
 KIND = "CertificationCalibration"
-
-
-def this_host() -> str:
-    return socket.gethostname()
 
 
 def shape_key(category: catalog.Category, world_size: int) -> str:
@@ -44,7 +40,8 @@ def shape_key(category: catalog.Category, world_size: int) -> str:
 
 @dataclass
 class Calibration:
-    host: str = field(default_factory=this_host)
+    host: str
+    """The machine the references were measured on."""
     references: dict[str, dict[model.Metric, float]] = field(default_factory=dict)
 
     def get(self, category: catalog.Category, world_size: int) -> dict[model.Metric, float] | None:
@@ -66,15 +63,16 @@ class Calibration:
         }
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any], *, source: str) -> Calibration:
+    def from_dict(cls, raw: Mapping[str, Any], *, source: str, this_host: str) -> Calibration:
+        """The file's references; refused when they were measured on another host than `this_host`."""
         if not isinstance(raw, Mapping):
             raise BadInputError(f"{source}: expected a mapping at the top level, got {type(raw).__name__}")
         if raw.get("kind") != KIND:
             raise BadInputError(f"{source}: kind must be {KIND}")
         host = raw.get("host")
-        if host != this_host():
+        if host != this_host:
             raise BadInputError(
-                f"{source}: measured on host {host!r}, this is {this_host()!r}; references do not travel "
+                f"{source}: measured on host {host!r}, this is {this_host!r}; references do not travel "
                 "(delete the file to measure afresh)"
             )
         entries = raw.get("references", {})

@@ -160,10 +160,11 @@ def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
     count = options["node_count"] or spec.target.node_count or 8
     injections = tuple(model.FaultInjection.parse(text) for text in options["injections"])
     spec = replace(spec, target=replace(spec.target, node_count=count), injections=injections)
-    stored = _load_calibration(options["calibration_path"])
-    from dsx.certify import calibration
+    from dsx import host
 
-    options["cluster_name"] = f"local: {count} simulated nodes on {calibration.this_host()}"
+    this_host = host.hostname()
+    stored = _load_calibration(options["calibration_path"], this_host)
+    options["cluster_name"] = f"local: {count} simulated nodes on {this_host}"
     try:
         with LocalExecutor(count, injections=injections) as executor:
             progress.note(f"starting {count} simulated nodes: one worker server imports torch once")
@@ -264,7 +265,7 @@ def cleanup(certification_id: str, kubeconfig: str | None, context: str | None, 
     click.echo(f"{verb} {len(found)} object(s) of certification {certification_id}", err=True)
 
 
-def _load_calibration(path: str | None) -> Any:
+def _load_calibration(path: str | None, this_host: str) -> Any:
     """The calibration file's references, an empty store when the file does not exist yet, None without a path."""
     if not path:
         return None
@@ -274,8 +275,8 @@ def _load_calibration(path: str | None) -> Any:
     from dsx.certify import calibration
 
     if not Path(path).exists():
-        return calibration.Calibration()
-    return calibration.Calibration.from_dict(serialization.load_mapping_file(path), source=path)
+        return calibration.Calibration(host=this_host)
+    return calibration.Calibration.from_dict(serialization.load_mapping_file(path), source=path, this_host=this_host)
 
 
 def _spec(options: dict[str, Any]) -> tuple[Any, bool]:

@@ -3,7 +3,8 @@
 The same readers the certification engine uses, exposed so a log from anywhere (a cluster, a
 GitHub issue, a vendor's README) can be checked by hand. `nccl` exits 1 when the log's verdict
 is failed, `training` exits 1 when no step line was recognised; a missing file exits 3, an
-unreadable one 2.
+unreadable one 2. Keys are camelCase (`maxBusbwGbps`, `stepTimeSeconds`), as in every dsx
+document, and so are the output fields a training log's `missing` names.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ def nccl(file: str, fmt: str, output: str | None) -> None:
     """Read nccl-tests output: per table the collective, rows, max and average busbw, status."""
     from dsx import serialization
     from dsx.certify.parsing import nccl as nccl_parsing
+    from dsx.model import schema
 
     log = nccl_parsing.parse(serialization.read_text(file))
-    cli_output.emit(log.to_dict(), fmt, output, table=_nccl_table)
+    cli_output.emit(schema.camel_keys(log.to_dict()), fmt, output, table=_nccl_table)
     if log.status is nccl_parsing.Status.FAILED:
         run_result(1)
 
@@ -52,8 +54,12 @@ def training(file: str, profile_name: str | None, fmt: str, output: str | None) 
     from dsx.certify.parsing import training as training_parsing
 
     profile = profiles.load(profile_name) if profile_name else None
+    from dsx.model import schema
+
     run = training_parsing.parse(serialization.read_text(file), profile)
-    cli_output.emit(run.to_dict(), fmt, output, table=_training_table)
+    shown = schema.camel_keys(run.to_dict())
+    shown["missing"] = [schema.camel(name) for name in shown["missing"]]
+    cli_output.emit(shown, fmt, output, table=_training_table)
     if not run.steps:
         run_result(1)
 
@@ -65,33 +71,33 @@ def _nccl_table(data: dict[str, Any]) -> str:
             index,
             t["collective"] or "?",
             t["status"],
-            t["row_count"],
-            t["max_busbw_gbps"],
-            t["max_busbw_size_bytes"],
-            t["avg_busbw_gbps"],
+            t["rowCount"],
+            t["maxBusbwGbps"],
+            t["maxBusbwSizeBytes"],
+            t["avgBusbwGbps"],
             ",".join(t["hosts"]),
         ]
         for index, t in enumerate(data["tables"], start=1)
     ]
     text = f"status: {data['status']}\n" + cli_output.format_table(headers, rows)
-    failures = [f"  line {f['line']}: [{f['kind']}] {f['text']}" for f in data["failure_lines"]]
+    failures = [f"  line {f['line']}: [{f['kind']}] {f['text']}" for f in data["failureLines"]]
     return text + ("failure lines:\n" + "\n".join(failures) + "\n" if failures else "")
 
 
 def _training_table(data: dict[str, Any]) -> str:
     headers = ["step", "step time s", "tokens/s", "TFLOP/s/GPU", "MFU %", "loss"]
     rows = [
-        [s["step"], s["step_time_seconds"], s["tokens_per_second"], s["tflops_per_gpu"], s["mfu_percent"], s["loss"]]
+        [s["step"], s["stepTimeSeconds"], s["tokensPerSecond"], s["tflopsPerGpu"], s["mfuPercent"], s["loss"]]
         for s in data["steps"]
     ]
-    step_time = data["step_time_seconds"]
+    step_time = data["stepTimeSeconds"]
     goodput = data["goodput"]
-    nvcre = data["goodput_nvcre"]
-    saves = data["checkpoint_save_seconds"]
+    nvcre = data["goodputNvcre"]
+    saves = data["checkpointSaveSeconds"]
     summary = (
         f"profile: {data['profile']} ({data['framework']})\n"
-        f"steps: {data['step_count']} ({data['first_step']}..{data['last_step']} of {data['total_steps']})\n"
-        f"mean step time s: {step_time['mean'] if step_time else None} (from {data['step_time_source']})\n"
+        f"steps: {data['stepCount']} ({data['firstStep']}..{data['lastStep']} of {data['totalSteps']})\n"
+        f"mean step time s: {step_time['mean'] if step_time else None} (from {data['stepTimeSource']})\n"
         f"restarts: {data['restarts']}; checkpoints: {len(data['checkpoints'])}"
         f" (mean save s: {saves['mean'] if saves else None})\n"
         f"goodput (dsx): {goodput['ratio'] if goodput else None}\n"
@@ -101,12 +107,12 @@ def _training_table(data: dict[str, Any]) -> str:
     runs = [
         [
             r["index"],
-            r["started_by"],
-            r["application_start_at"],
-            r["resumed_from_step"],
-            r["first_step"],
-            r["last_step"],
-            ",".join(str(s) for s in r["warmup_steps"]) or "-",
+            r["startedBy"],
+            r["applicationStartAt"],
+            r["resumedFromStep"],
+            r["firstStep"],
+            r["lastStep"],
+            ",".join(str(s) for s in r["warmupSteps"]) or "-",
         ]
         for r in data["runs"]
     ]

@@ -29,7 +29,7 @@ from dsx.cli.params import INT64_MAX, FiniteFloatRange, log_format_option
 from dsx.cli.sentinel_parse_cmd import parse
 
 if TYPE_CHECKING:
-    from dsx.health.eventstore import EventStore
+    from dsx.health.eventstore import EventStore, StageRecord
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -431,15 +431,24 @@ def events(
                 "sequence": s.sequence,
                 "storedAt": s.stored_at.isoformat(),
                 **s.event.to_dict(),
-                "stages": {
-                    r.stage: {"status": r.status.value, **dict(r.detail)} for r in store.stage_records(s.sequence)
-                },
+                "stages": {r.stage: _stage_detail(r) for r in store.stage_records(s.sequence)},
             }
             for s in found
         ]
     finally:
         store.close()
     cli_output.emit(rows, fmt, output, table=sentinel_render.events_table)
+
+
+def _stage_detail(record: StageRecord) -> dict[str, Any]:
+    """A stage's record as shown: camelCase keys (`withEvent`, `ruleSets`); the stored detail stays as written."""
+    from dsx.model import schema
+
+    return {"status": record.status.value, **schema.camel_keys(dict(record.detail), data_keys=STAGE_DATA_KEYS)}
+
+
+STAGE_DATA_KEYS = frozenset({"labels"})
+"""Keys of a stage detail whose mapping is data (label keys), shown as stored."""
 
 
 @sentinel.command("status")

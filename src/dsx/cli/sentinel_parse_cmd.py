@@ -6,7 +6,8 @@ fatal or not, recommended action, NVIDIA's buckets, the NVLink5 decode, message)
 records the kernel-log monitor turns into HealthEvents. Reads dmesg, journalctl and syslog text in
 any of their prefix styles; `-` reads stdin. The NVRM banner in the log picks the NVLink5 IntrInfo
 layout; `--driver-version` does when there is none. A missing file exits 3, an unreadable one or
-a malformed version 2; a log without such lines prints an empty list and exits 0.
+a malformed version 2; a log without such lines prints an empty list and exits 0. Keys are
+camelCase (`pciAddress`, `isFatal`, `nvlink5Decode.intrInfo`), as in every dsx document.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ def parse(file: str, driver_version: str | None, fmt: str, output: str | None) -
     """Classify the NVRM Xid, SXid and lost-GPU lines of a kernel log (FILE or - for stdin)."""
     from dsx import serialization
     from dsx.health import xid
+    from dsx.model import schema
 
     driver = xid.parse_driver_version(driver_version, "configuration", "--driver-version") if driver_version else None
     records = xid.parse_text(serialization.read_text(file), driver=driver)
-    cli_output.emit([r.to_dict() for r in records], fmt, output, table=_table)
+    cli_output.emit([schema.camel_keys(r.to_dict()) for r in records], fmt, output, table=_table)
 
 
 def _table(records: list[dict[str, Any]]) -> str:
@@ -43,10 +45,10 @@ def _table(records: list[dict[str, Any]]) -> str:
             r["line"],
             r["family"],
             r["kind"] if r["family"] == "NVRM" else r["code"],
-            r["pci_address"] or "",
-            "yes" if r["is_fatal"] else "no",
-            r["recommended_action"],
-            r["immediate_action"],
+            r["pciAddress"] or "",
+            "yes" if r["isFatal"] else "no",
+            r["recommendedAction"],
+            r["immediateAction"],
             r["message"][:80],
         ]
         for r in records

@@ -35,9 +35,9 @@ def _passphrase(env_name: str) -> bytes | None:
 
 def load_signer(key_path: str, passphrase_env: str) -> KeySigner:
     """The private key at `key_path`, decrypted with the passphrase in `$passphrase_env` when set."""
-    from dsx.signing import keys
+    from dsx.files import signing as signing_files
 
-    return keys.load_signer(Path(key_path), _passphrase(passphrase_env), passphrase_env=passphrase_env)
+    return signing_files.load_signer(Path(key_path), _passphrase(passphrase_env), passphrase_env=passphrase_env)
 
 
 @click.command()
@@ -52,12 +52,12 @@ def load_signer(key_path: str, passphrase_env: str) -> KeySigner:
 @passphrase_env_option("Encrypt the private key with the passphrase in this environment variable (when set).")
 def keygen(prefix: str, algorithm: str, passphrase_env: str) -> None:
     """Create a signing key pair."""
-    from dsx.signing import keys
+    from dsx.files import signing as signing_files
     from dsx.signing.signer import Algorithm
 
     passphrase = _passphrase(passphrase_env)
-    paths = keys.write_key_pair(Path(prefix), Algorithm(algorithm), passphrase)
-    trusted = keys.load_public_key(paths.public)
+    paths = signing_files.write_key_pair(Path(prefix), Algorithm(algorithm), passphrase)
+    trusted = signing_files.load_public_key(paths.public)
     state = "encrypted" if passphrase else "unencrypted"
     click.echo(f"private key: {paths.private} ({state}, mode 0600)")
     click.echo(f"public key:  {paths.public}")
@@ -73,14 +73,14 @@ def sign(key_path: str, passphrase_env: str, path: str) -> None:
 
     Writes PATH.intoto.jsonl and PATH.sigstore.json beside a file, or attestation/ inside a bundle.
     """
-    from dsx.signing import attest
+    from dsx.files import signing as signing_files
 
     signer = load_signer(key_path, passphrase_env)
     target = Path(path)
     if target.is_dir():
-        written = attest.sign_bundle_directory(target, signer)
+        written = signing_files.sign_bundle_directory(target, signer)
     elif target.exists():
-        written = attest.sign_file(target, signer)
+        written = signing_files.sign_file(target, signer)
     else:
         raise BadInputError(f"{target}: not found")
     for written_path in written:
@@ -89,12 +89,12 @@ def sign(key_path: str, passphrase_env: str, path: str) -> None:
 
 
 def load_trusted(key_paths: tuple[str, ...], trusted_dir: str | None) -> list[TrustedKey]:
-    from dsx.signing import keys
+    from dsx.files import signing as signing_files
 
     try:
-        trusted = [keys.load_public_key(Path(p)) for p in key_paths]
+        trusted = [signing_files.load_public_key(Path(p)) for p in key_paths]
         if trusted_dir:
-            trusted += keys.load_trusted_keys(Path(trusted_dir))
+            trusted += signing_files.load_trusted_keys(Path(trusted_dir))
     except NotFoundError as exc:
         raise BadInputError(str(exc)) from exc
     return trusted
@@ -124,11 +124,11 @@ def verify(path: str, key_paths: tuple[str, ...], trusted_dir: str | None, fmt: 
 
     Exit 0 only when verified; 1 when tampered or unsigned; 2 when the input cannot be read.
     """
-    from dsx.signing import verify as verifier
+    from dsx.files import signing as signing_files
 
     trusted = load_trusted(key_paths, trusted_dir)
     try:
-        verdict = verifier.verify_path(Path(path), trusted)
+        verdict = signing_files.verify_path(Path(path), trusted)
     except NotFoundError as exc:
         raise BadInputError(str(exc)) from exc
     if fmt == "json":

@@ -236,7 +236,6 @@ def validate(
 
     from dsx import serialization
     from dsx.model import recipe as recipe_model
-    from dsx.signing import attest as signing_attest
     from dsx.validation import attestation, reports, run
 
     phases = _phases(phase_values)
@@ -257,11 +256,11 @@ def validate(
     target = recipe_model.load(recipe_path)
     signer = None
     if attest:
-        from dsx.signing import keys
+        from dsx.files import signing as signing_files
 
         assert key_path
         passphrase = os.environ.get(passphrase_env)
-        signer = keys.load_signer(Path(key_path), passphrase.encode() if passphrase else None)
+        signer = signing_files.load_signer(Path(key_path), passphrase.encode() if passphrase else None)
     with contextlib.ExitStack() as stack:
         snap, reader = _snapshot_and_reader(snapshot_files, kubeconfig, context, stack)
         runner, unavailable = _certification_runner(executor_kind, reader, namespace, image)
@@ -280,6 +279,8 @@ def validate(
         cli_output.write(reports.junit_xml(report), junit_path)
     click.echo(reports.table(report), nl=False)
     if signer is not None:
+        from dsx.files import signing as signing_files
+
         assert report_path and validator
         report_file = Path(report_path)
         stem = report_file.name.removesuffix(".json")
@@ -288,7 +289,7 @@ def validate(
         recipe_file = _copy_beside(Path(recipe_path), report_file.with_name(f"{stem}.recipe.yaml"))
         subjects = {"recipe": recipe_file, "snapshot": snapshot_file, "report": report_file}
         claims = attestation.predicate(report, snap, validator=validator, key_id=signer.key_id)
-        written = signing_attest.attest_beside(report_file, subjects, attestation.PREDICATE_TYPE, claims, signer)
+        written = signing_files.attest_beside(report_file, subjects, attestation.PREDICATE_TYPE, claims, signer)
         for path, text in written.items():
             cli_output.write(text, str(path))
         click.echo(

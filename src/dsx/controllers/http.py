@@ -12,19 +12,26 @@ needs a bearer token from the token file.
     GET  /metrics      Prometheus exposition (bearer token)
     GET  /v1/status    node states, breaker, cursors (bearer token)
     POST /v1/events    one HealthEvent, a list, or {"events": [...]} (bearer token); 202 with sequences
+
+A body is parsed here (`dsx.health.ingest`, the one parser of every ingestion door) so the answer
+to a sender of old snake_case keys carries the same `Deprecation` and `Warning` headers the
+API's `POST /v1/sentinel/events` sends.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
+from dsx import serialization
 from dsx.api import security, server
 from dsx.errors import DsxError, PayloadTooLargeError
+from dsx.health import ingest
+from dsx.model.health import HealthEvent
 
 log = logging.getLogger("dsx.sentinel.http")
 
@@ -39,7 +46,8 @@ class Routes:
     """None when ready, else the reason it is not."""
     metrics: Callable[[], bytes]
     status: Callable[[], dict[str, Any]]
-    ingest: Callable[[bytes], dict[str, Any]]
+    ingest: Callable[[Sequence[HealthEvent]], dict[str, Any]]
+    """Appends parsed events; answers accepted, created and sequences."""
     authenticator: security.TokenAuthenticator
 
 
@@ -107,7 +115,8 @@ class _Handler(server.HardenedHandler):
         if body is None:
             return
         try:
-            answer = self.routes.ingest(body)
+            document = serialization.parse_json(body, source="request body")
+            answer = self.routes.ingest(ingest.parse_document(document))
         except PayloadTooLargeError as exc:
             self.send_error_json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, exc.code, exc.message)
         except DsxError as exc:
@@ -116,10 +125,10 @@ class _Handler(server.HardenedHandler):
             log.exception("ingestion failed")
             self.send_error_json(HTTPStatus.INTERNAL_SERVER_ERROR, "INTERNAL", "internal error; see the sentinel log")
         else:
-            self._json(HTTPStatus.ACCEPTED, answer)
+            self._json(HTTPStatus.ACCEPTED, answer, ingest.deprecation_headers(document))
 
-    def _json(self, status: HTTPStatus, document: Any) -> None:
-        self.send_body(status, json.dumps(document, default=str).encode(), "application/json")
+    def _json(self, status: HTTPStatus, document: Any, headers: dict[str, str] | None = None) -> None:
+        self.send_body(status, json.dumps(document, default=str).encode(), "application/json", headers)
 
     def _text(self, status: HTTPStatus, text: str) -> None:
         self.send_body(status, text.encode(), "text/plain; charset=utf-8")

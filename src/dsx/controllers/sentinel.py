@@ -37,7 +37,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,6 @@ from dsx.health import (
     breaker,
     drain,
     goodput,
-    ingest,
     pipeline_status,
     quarantine,
     recertify,
@@ -68,7 +67,7 @@ from dsx.host.kernel_log import FileFollower, JournalReader, KernelLogMonitor, L
 from dsx.kube import leader
 from dsx.kube.client import KubeClient
 from dsx.kube.watch import ResourceWatch
-from dsx.model.health import NodeState
+from dsx.model.health import HealthEvent, NodeState
 from dsx.store import open_store
 from dsx.store.group_commit import GroupCommit
 
@@ -523,8 +522,7 @@ class SentinelRuntime:
     def status(self) -> dict[str, Any]:
         return pipeline_status.document(self.store, self.breaker)
 
-    def ingest(self, body: bytes) -> dict[str, Any]:
-        events = ingest.parse_body(body)
+    def ingest(self, events: Sequence[HealthEvent]) -> dict[str, Any]:
         appended = self.ingestion.append(events)
         created = sum(1 for a in appended if a.created)
         self.telemetry.events_ingested.labels("http").inc(created)

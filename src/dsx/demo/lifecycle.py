@@ -30,12 +30,12 @@ from dsx.certify import engine
 from dsx.certify import reports as certify_reports
 from dsx.demo import install, journal, operate
 from dsx.executors.local import executor as local_executor
+from dsx.files import signing as signing_files
 from dsx.kube.client import KubeClient, Taint
 from dsx.model import certification as certification_model
 from dsx.model import recipe as recipe_model
 from dsx.recipes import inputs, resolve
-from dsx.signing import attest, keys
-from dsx.signing import verify as signing_verify
+from dsx.signing import keys
 from dsx.signing.signer import Algorithm
 from dsx.signing.verdict import TrustLevel
 from dsx.sim import nodes as sim_nodes
@@ -220,10 +220,10 @@ class Demo:
         return f"Argo CD app-of-apps, {len(files.files)} files ({applications} Applications) → {Artifact.BUNDLE}/"
 
     def _sign(self) -> str:
-        paths = keys.write_key_pair(self.path(Artifact.KEY_PREFIX), Algorithm.ECDSA_P256)
-        self.signer = keys.load_signer(paths.private)
-        written = attest.sign_bundle_directory(self.path(Artifact.BUNDLE), self.signer)
-        written += attest.sign_file(self.path(Artifact.RECIPE), self.signer)
+        paths = signing_files.write_key_pair(self.path(Artifact.KEY_PREFIX), Algorithm.ECDSA_P256)
+        self.signer = signing_files.load_signer(paths.private)
+        written = signing_files.sign_bundle_directory(self.path(Artifact.BUNDLE), self.signer)
+        written += signing_files.sign_file(self.path(Artifact.RECIPE), self.signer)
         self.artifact("publicKey", Artifact.PUBLIC_KEY)
         self.artifact("bundleAttestation", Artifact.BUNDLE_ATTESTATION)
         self.artifact("recipeAttestation", Artifact.RECIPE_ATTESTATION)
@@ -231,10 +231,10 @@ class Demo:
         return f"throwaway ECDSA P-256 key {key}… signed the bundle and the recipe ({len(written)} files)"
 
     def _verify(self) -> str:
-        trusted = [keys.load_public_key(self.path(Artifact.PUBLIC_KEY))]
+        trusted = [signing_files.load_public_key(self.path(Artifact.PUBLIC_KEY))]
         checked = []
         for relative in (Artifact.BUNDLE, Artifact.RECIPE):
-            verdict = signing_verify.verify_path(self.path(relative), trusted)
+            verdict = signing_files.verify_path(self.path(relative), trusted)
             if verdict.level is not TrustLevel.VERIFIED:
                 findings = "; ".join(str(f) for f in verdict.findings) or ", ".join(verdict.notes)
                 raise journal.StepFailedError(f"{relative}: {verdict.level.value}: {findings}")
@@ -295,7 +295,7 @@ class Demo:
         shutil.copyfile(self.path(Artifact.RECIPE), recipe_copy)
         subjects = {"recipe": recipe_copy, "snapshot": snapshot_file, "report": report_file}
         claims = attestation.predicate(report, snap, validator=VALIDATOR, key_id=self.signer.key_id)
-        sidecars = attest.attest_beside(report_file, subjects, attestation.PREDICATE_TYPE, claims, self.signer)
+        sidecars = signing_files.attest_beside(report_file, subjects, attestation.PREDICATE_TYPE, claims, self.signer)
         for sidecar, text in sidecars.items():
             sidecar.write_text(text, encoding="utf-8")
         self.artifact("validationReport", Artifact.VALIDATION)

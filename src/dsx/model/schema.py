@@ -81,6 +81,24 @@ def camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+def camel_keys(value: object, *, data_keys: frozenset[str] = frozenset()) -> Any:
+    """A JSON-ready value with every mapping key in camelCase: the output form of a record kept snake_case.
+
+    The mapping under a key in `data_keys` (a node's `labels`) is data: its keys are kept as given.
+    Values are not touched.
+    """
+    if isinstance(value, Mapping):
+        return {
+            (camel(key) if isinstance(key, str) else key): (
+                dict(item) if key in data_keys and isinstance(item, Mapping) else camel_keys(item, data_keys=data_keys)
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [camel_keys(item, data_keys=data_keys) for item in value]
+    return value
+
+
 def decode(
     data: object,
     kind: type[T],

@@ -4,19 +4,18 @@ A bundle is checked as a closed world: every file on disk must be listed in chec
 a matching digest, every listed file must exist, and nothing but the known attestation files
 may sit in attestation/. A signature then vouches for checksums.txt and bundle.json by digest,
 so one signature covers every byte. Findings name the file or key at fault; nothing here
-touches the network.
+touches the network or the disk: `dsx.files.signing` reads what a path names and hands the bytes in.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dsx import serialization
 from dsx.errors import BadInputError
-from dsx.file_tree import FileTree, read_tree
+from dsx.file_tree import FileTree
 from dsx.model import bundle_layout as layout
 from dsx.model import checksums
 from dsx.signing import dsse, provenance, sigstore
@@ -26,6 +25,9 @@ from dsx.signing.verdict import ArtifactKind, Finding, TamperedError, TrustLevel
 
 INTOTO_SUFFIX = ".intoto.jsonl"
 SIGSTORE_SUFFIX = ".sigstore.json"
+
+ReadBeside = Callable[[str], bytes | None]
+"""Reads a file beside the one verified, by name; None when it is missing or cannot be read."""
 
 
 def integrity_findings(tree: FileTree, irregular: Sequence[str] = ()) -> tuple[list[Finding], dict[str, str]]:
@@ -224,69 +226,70 @@ def _no_key_note(data: bytes, source: str) -> str:
 
 
 def _check_beside(
-    data: bytes, source: str, base: Path, trusted: Sequence[Verifier]
+    data: bytes, source: str, read: ReadBeside, trusted: Sequence[Verifier]
 ) -> tuple[list[VerifiedStatement], list[Finding], int]:
-    """Verify an attestation whose subjects are files in `base`; returns statements, findings, files read."""
+    """Verify an attestation whose subjects are files beside it; returns statements, findings, files read."""
     statements, findings = _verify_attestation_bytes(data, source, trusted)
-    read = 0
+    read_count = 0
     for verified in statements:
         files: dict[str, bytes] = {}
         unsafe: set[str] = set()
         for subject in verified.statement.subjects:
             try:
                 checksums.check_path(subject.name, source=source)
-                files[subject.name] = (base / subject.name).read_bytes()
             except BadInputError:
                 unsafe.add(subject.name)
                 findings.append(Finding(subject.name, "unsafe subject path"))
-            except OSError:
-                continue  # reported as missing below
-        read += len(files)
+                continue
+            found = read(subject.name)
+            if found is not None:  # else reported as missing below
+                files[subject.name] = found
+        read_count += len(files)
         findings += [f for f in _check_subjects(verified.statement, files, []) if f.subject not in unsafe]
-    return statements, _unique(findings), read
+    return statements, _unique(findings), read_count
 
 
-def verify_attestation_file(path: Path, trusted: Sequence[Verifier]) -> Verdict:
-    """A standalone `.intoto.jsonl` / `.sigstore.json`: its subjects are files beside it."""
-    data = _read_bytes(path)
+def verify_attestation(data: bytes, name: str, target: str, read: ReadBeside, trusted: Sequence[Verifier]) -> Verdict:
+    """A standalone `.intoto.jsonl` / `.sigstore.json` (`data`, file `name`): its subjects are files beside it."""
     if not trusted:
-        note = _no_key_note(data, path.name)
-        return Verdict(str(path), ArtifactKind.ATTESTATION, TrustLevel.UNSIGNED, notes=(note,))
-    statements, findings, read = _check_beside(data, path.name, path.parent, trusted)
+        note = _no_key_note(data, name)
+        return Verdict(target, ArtifactKind.ATTESTATION, TrustLevel.UNSIGNED, notes=(note,))
+    statements, findings, read_count = _check_beside(data, name, read, trusted)
     level = TrustLevel.TAMPERED if findings or not statements else TrustLevel.VERIFIED
     signed_by = tuple(sorted({k for v in statements for k in v.key_ids}))
-    return Verdict(str(path), ArtifactKind.ATTESTATION, level, tuple(findings), signed_by, files_checked=read)
+    return Verdict(target, ArtifactKind.ATTESTATION, level, tuple(findings), signed_by, files_checked=read_count)
 
 
-def sidecar_paths(path: Path) -> list[Path]:
-    """Where `dsx sign FILE` writes the attestations of FILE."""
-    return [path.with_name(path.name + INTOTO_SUFFIX), path.with_name(path.name + SIGSTORE_SUFFIX)]
+def sidecar_names(name: str) -> list[str]:
+    """The names `dsx sign FILE` gives the attestations of FILE."""
+    return [name + INTOTO_SUFFIX, name + SIGSTORE_SUFFIX]
 
 
-def verify_signed_file(path: Path, trusted: Sequence[Verifier]) -> Verdict:
-    """A file (a recipe) signed by `dsx sign`: its attestations sit beside it and must name it."""
-    _read_bytes(path)
-    sidecars = [p for p in sidecar_paths(path) if p.is_file()]
+def verify_signed(
+    name: str, target: str, sidecars: Mapping[str, bytes], read: ReadBeside, trusted: Sequence[Verifier]
+) -> Verdict:
+    """A file (a recipe) signed by `dsx sign`: its attestations (`sidecars`, by name) sit beside it and must name it."""
     if not sidecars:
-        note = f"no attestation beside it ({path.name}{INTOTO_SUFFIX})"
-        return Verdict(str(path), ArtifactKind.FILE, TrustLevel.UNSIGNED, files_checked=1, notes=(note,))
+        note = f"no attestation beside it ({name}{INTOTO_SUFFIX})"
+        return Verdict(target, ArtifactKind.FILE, TrustLevel.UNSIGNED, files_checked=1, notes=(note,))
     if not trusted:
-        note = _no_key_note(_read_bytes(sidecars[0]), sidecars[0].name)
-        return Verdict(str(path), ArtifactKind.FILE, TrustLevel.UNSIGNED, files_checked=1, notes=(note,))
+        first, data = next(iter(sidecars.items()))
+        note = _no_key_note(data, first)
+        return Verdict(target, ArtifactKind.FILE, TrustLevel.UNSIGNED, files_checked=1, notes=(note,))
     findings: list[Finding] = []
     signed_by: set[str] = set()
-    for sidecar in sidecars:
-        statements, problems, _ = _check_beside(_read_bytes(sidecar), sidecar.name, path.parent, trusted)
+    for sidecar, data in sidecars.items():
+        statements, problems, _ = _check_beside(data, sidecar, read, trusted)
         findings += problems
         for verified in statements:
             signed_by.update(verified.key_ids)
-            if path.name not in {s.name for s in verified.statement.subjects}:
-                findings.append(Finding(path.name, f"not a subject of {sidecar.name}"))
+            if name not in {s.name for s in verified.statement.subjects}:
+                findings.append(Finding(name, f"not a subject of {sidecar}"))
     level = TrustLevel.TAMPERED if findings or not signed_by else TrustLevel.VERIFIED
-    intoto, sigstore_file = sidecar_paths(path)
-    notes = missing_sidecar_notes({p.name: _read_bytes(p) for p in sidecars}, intoto.name, sigstore_file.name)
+    intoto, sigstore_name = sidecar_names(name)
+    notes = missing_sidecar_notes(dict(sidecars), intoto, sigstore_name)
     return Verdict(
-        str(path),
+        target,
         ArtifactKind.FILE,
         level,
         tuple(_unique(findings)),
@@ -294,31 +297,3 @@ def verify_signed_file(path: Path, trusted: Sequence[Verifier]) -> Verdict:
         1,
         notes=tuple(notes),
     )
-
-
-def verify_path(path: Path, trusted: Sequence[Verifier]) -> Verdict:
-    """Dispatch on what `path` is: a bundle directory, an attestation, or a signed file."""
-    if not path.exists():
-        raise BadInputError(f"{path}: not found")
-    if path.is_dir():
-        contents = read_tree(path)
-        files = contents.tree.files
-        if (
-            layout.CHECKSUMS not in files
-            and layout.MANIFEST not in files
-            and not any(p in files for p in layout.ATTESTATION_FILES)
-        ):
-            raise BadInputError(f"{path}: not a dsx bundle (no {layout.CHECKSUMS} or {layout.MANIFEST})")
-        return verify_bundle_tree(contents.tree, trusted, target=str(path), irregular=contents.irregular)
-    if path.name.endswith((INTOTO_SUFFIX, SIGSTORE_SUFFIX)):
-        return verify_attestation_file(path, trusted)
-    return verify_signed_file(path, trusted)
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError as exc:
-        raise BadInputError(f"{path}: not found") from exc
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot read: {exc.strerror}") from exc

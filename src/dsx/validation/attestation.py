@@ -6,7 +6,7 @@ validator's identity (signing key id and a name), the phases run with their outc
 hardware summary (node count, GPU product, driver). It sits beside the report as
 `<report>.intoto.jsonl` (and `<report>.sigstore.json`), so `dsx verify <report>` checks it
 offline and any edit to the report, recipe or snapshot shows as tampering. This module builds
-the claims (`predicate`); `dsx.signing.attest.attest_beside` signs the files, so validation and
+the claims (`predicate`); `dsx.files.signing.attest_beside` signs the files, so validation and
 signing stay independent of each other and the entry points join them.
 """
 

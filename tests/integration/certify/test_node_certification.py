@@ -17,7 +17,7 @@ TIMEOUTS = model.Timeouts(run_timeout_seconds=120, stall_timeout_seconds=10)
 
 
 def test_a_healthy_node_passes_and_a_slow_node_fails_loopback_and_training() -> None:
-    stored = calibration.Calibration()  # both certifications judge against one set of references
+    stored = calibration.Calibration(host="this-host")  # both certifications judge against one set of references
     slow = model.FaultInjection("gpu-node-01", model.FaultKind.SLOW)
     with LocalExecutor(2, names=("gpu-node-00", "gpu-node-01"), injections=(slow,)) as executor:
         healthy = engine.certify(

@@ -25,7 +25,6 @@ import pytest
 from dsx.api import app as api_app
 from dsx.api import security, server
 from dsx.controllers import http as sentinel_http
-from dsx.health import ingest
 
 from .conftest import TOKEN
 
@@ -52,7 +51,7 @@ def start(request: pytest.FixtureRequest) -> Iterator[Start]:
             ready=lambda: None,
             metrics=lambda: b"dsx_sentinel_up 1\n",
             status=lambda: {},
-            ingest=lambda body: {"accepted": len(ingest.parse_body(body))},
+            ingest=lambda events: {"accepted": len(events)},
             authenticator=authenticator,
         )
         running = sentinel_http.SentinelHttpServer(routes, port=0, limits=limits)

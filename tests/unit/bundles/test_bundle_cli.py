@@ -12,9 +12,9 @@ import yaml
 
 from dsx import file_tree as tree
 from dsx.cli.main import main
+from dsx.files import signing as signing_files
 from dsx.model import bundle_layout as layout
 from dsx.model.recipe import Recipe
-from dsx.signing import keys
 
 CRITERIA = [
     "--service",
@@ -123,7 +123,7 @@ def test_keygen_bundle_sign_verify_and_tampering(tmp_path: Path, capsys: pytest.
     assert "added.yaml" in capsys.readouterr().out
     (out / "added.yaml").unlink()
 
-    signer_id = keys.load_public_key(Path(f"{key}.pub")).key_id
+    signer_id = signing_files.load_public_key(Path(f"{key}.pub")).key_id
     assert dsx("verify", str(out), "--key", f"{other}.pub") == 1
     assert f"key {signer_id}: signed by a key that is not trusted" in capsys.readouterr().out
     trusted = tmp_path / "trusted"

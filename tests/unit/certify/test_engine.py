@@ -87,7 +87,7 @@ def test_cordoned_nodes_are_excluded_and_make_the_result_incomplete() -> None:
 
 
 def test_a_calibration_store_supplies_references_measured_before() -> None:
-    stored = calibration.Calibration()
+    stored = calibration.Calibration(host="this-host")
     first = engine.certify(ALL_REDUCE, FakeExecutor(8, faults={"node-5": model.FaultKind.SLOW}), calibration=stored)
     assert first.categories[0].calibration_runs > 0
     again = FakeExecutor(8, faults={"node-5": model.FaultKind.SLOW})
@@ -96,14 +96,14 @@ def test_a_calibration_store_supplies_references_measured_before() -> None:
     assert all(r.purpose is not Purpose.CALIBRATION for r in again.runs)
     assert second.failed_nodes == ["node-5"]
     key = calibration.shape_key(catalog.get("nccl-all-reduce"), 8)
-    restored = calibration.Calibration.from_dict(stored.to_dict(), source="test")
+    restored = calibration.Calibration.from_dict(stored.to_dict(), source="test", this_host="this-host")
     assert restored.references[key] == stored.references[key]
 
 
 def test_a_calibration_file_from_another_host_is_refused() -> None:
     raw = calibration.Calibration(host="elsewhere").to_dict()
     with pytest.raises(BadInputError, match="measured on host 'elsewhere'"):
-        calibration.Calibration.from_dict(raw, source="cal.json")
+        calibration.Calibration.from_dict(raw, source="cal.json", this_host="this-host")
 
 
 def test_executors_without_calibration_judge_against_catalog_thresholds() -> None:

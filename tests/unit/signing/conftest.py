@@ -9,6 +9,7 @@ import pytest
 from dsx import file_tree as tree
 from dsx.bundles import render
 from dsx.bundles.options import Deployer
+from dsx.files import signing as signing_files
 from dsx.model import recipe as recipe_model
 from dsx.signing import attest, keys
 from dsx.signing.signer import Algorithm
@@ -26,7 +27,7 @@ def key_pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path,
         ("p256", Algorithm.ECDSA_P256),
         ("other", Algorithm.ED25519),
     ):
-        paths = keys.write_key_pair(base / name, algorithm)
+        paths = signing_files.write_key_pair(base / name, algorithm)
         pairs[name] = (paths.private, paths.public)
     return pairs
 
@@ -39,7 +40,7 @@ def algorithm_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def signed_bundle(tmp_path: Path, key_pairs: dict[str, tuple[Path, Path]], algorithm_name: str) -> Path:
     recipe = recipe_model.load(str(SMALL_RECIPE))
-    signer = keys.load_signer(key_pairs[algorithm_name][0])
+    signer = signing_files.load_signer(key_pairs[algorithm_name][0])
     out = tmp_path / "bundle"
     tree.write_tree(attest.attest_bundle(render.render(recipe, Deployer.HELM), signer), out)
     return out
@@ -47,4 +48,4 @@ def signed_bundle(tmp_path: Path, key_pairs: dict[str, tuple[Path, Path]], algor
 
 @pytest.fixture
 def trusted(key_pairs: dict[str, tuple[Path, Path]], algorithm_name: str) -> list[keys.TrustedKey]:
-    return [keys.load_public_key(key_pairs[algorithm_name][1])]
+    return [signing_files.load_public_key(key_pairs[algorithm_name][1])]

@@ -13,8 +13,10 @@ import pytest
 
 from dsx import file_tree as tree
 from dsx.errors import BadInputError
+from dsx.files import signing as signing_files
 from dsx.model import bundle_layout as layout
 from dsx.signing import attest, keys, verify
+from dsx.signing.signer import Algorithm
 from dsx.signing.verdict import TrustLevel
 
 
@@ -23,7 +25,7 @@ def _subjects(verdict: verify.Verdict) -> set[str]:
 
 
 def test_clean_signed_bundle_verifies(signed_bundle: Path, trusted: list[keys.TrustedKey]) -> None:
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
     assert verdict.level is TrustLevel.VERIFIED, verdict.findings
     assert verdict.signed_by == (trusted[0].key_id,)
     assert verdict.exit_code == 0
@@ -37,14 +39,14 @@ def test_a_changed_byte_in_any_file_is_named(signed_bundle: Path, trusted: list[
         path = signed_bundle / rel
         original = path.read_bytes()
         path.write_bytes(bytes([original[0] ^ 0x01]) + original[1:])
-        verdict = verify.verify_path(signed_bundle, trusted)
+        verdict = signing_files.verify_path(signed_bundle, trusted)
         path.write_bytes(original)
         assert verdict.level is TrustLevel.TAMPERED, rel
         if layout.is_attestation(rel):  # a broken signature names its key and the file it sits in
             assert any(rel in str(f) for f in verdict.findings), (rel, verdict.findings)
         else:
             assert rel in _subjects(verdict), (rel, verdict.findings)
-    assert verify.verify_path(signed_bundle, trusted).level is TrustLevel.VERIFIED
+    assert signing_files.verify_path(signed_bundle, trusted).level is TrustLevel.VERIFIED
 
 
 @pytest.mark.parametrize("rel", [layout.INTOTO, layout.SIGSTORE])
@@ -59,7 +61,7 @@ def test_a_flipped_signature_bit_names_the_key_and_the_file(
     envelope["signatures"][0]["sig"] = base64.b64encode(bytes(signature)).decode()
     path.write_text(json.dumps(document) + "\n")
 
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
 
     assert verdict.level is TrustLevel.TAMPERED
     broken = [f for f in verdict.findings if f.subject == f"key {trusted[0].key_id}"]
@@ -70,7 +72,7 @@ def test_a_flipped_signature_bit_names_the_key_and_the_file(
 @pytest.mark.parametrize("rel", ["extra.yaml", "gpu-operator/extra.yaml", "attestation/extra.json"])
 def test_an_added_file_is_named(signed_bundle: Path, trusted: list[keys.TrustedKey], rel: str) -> None:
     (signed_bundle / rel).write_text("kind: Surprise\n")
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
     assert verdict.level is TrustLevel.TAMPERED
     assert rel in _subjects(verdict)
 
@@ -78,14 +80,14 @@ def test_an_added_file_is_named(signed_bundle: Path, trusted: list[keys.TrustedK
 @pytest.mark.parametrize("rel", ["gpu-operator/values.yaml", "recipe.yaml", "checksums.txt", "bundle.json"])
 def test_a_removed_file_is_named(signed_bundle: Path, trusted: list[keys.TrustedKey], rel: str) -> None:
     (signed_bundle / rel).unlink()
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
     assert verdict.level is TrustLevel.TAMPERED
     assert rel in _subjects(verdict)
 
 
 def test_a_symlink_is_tampering(signed_bundle: Path, trusted: list[keys.TrustedKey]) -> None:
     (signed_bundle / "link.yaml").symlink_to("/etc/hostname")
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
     assert "link.yaml" in _subjects(verdict)
 
 
@@ -102,14 +104,14 @@ def test_edited_checksums_that_match_an_edited_file_break_the_signature(
         f"{digest}  gpu-operator/values.yaml" if line.endswith("  gpu-operator/values.yaml") else line for line in lines
     ]
     (signed_bundle / layout.CHECKSUMS).write_text("\n".join(fixed) + "\n")
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
     assert verdict.level is TrustLevel.TAMPERED
     assert _subjects(verdict) == {layout.CHECKSUMS}
 
 
 def test_the_wrong_key_is_named(signed_bundle: Path, key_pairs: dict[str, tuple[Path, Path]]) -> None:
-    other = keys.load_public_key(key_pairs["other"][1])
-    verdict = verify.verify_path(signed_bundle, [other])
+    other = signing_files.load_public_key(key_pairs["other"][1])
+    verdict = signing_files.verify_path(signed_bundle, [other])
     assert verdict.level is TrustLevel.TAMPERED
     assert any(s.startswith("key ") for s in _subjects(verdict))
     assert other.key_id not in " ".join(_subjects(verdict))  # names the signer's key, not the trusted one
@@ -119,15 +121,15 @@ def test_a_swapped_signature_is_named(
     signed_bundle: Path, trusted: list[keys.TrustedKey], key_pairs: dict[str, tuple[Path, Path]], algorithm_name: str
 ) -> None:
     # a valid signature by the same key, but over a different statement (the recipe file's)
-    signer = keys.load_signer(key_pairs[algorithm_name][0])
+    signer = signing_files.load_signer(key_pairs[algorithm_name][0])
     recipe_copy = signed_bundle.parent / "r.yaml"
     recipe_copy.write_bytes((signed_bundle / layout.RECIPE_COPY).read_bytes())
-    attest.sign_file(recipe_copy, signer)
+    signing_files.sign_file(recipe_copy, signer)
     foreign = json.loads((signed_bundle.parent / "r.yaml.intoto.jsonl").read_text())
     envelope = json.loads((signed_bundle / layout.INTOTO).read_text())
     envelope["signatures"][0]["sig"] = foreign["signatures"][0]["sig"]
     (signed_bundle / layout.INTOTO).write_text(json.dumps(envelope) + "\n")
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
     assert verdict.level is TrustLevel.TAMPERED
     assert f"key {trusted[0].key_id}" in _subjects(verdict)
 
@@ -138,14 +140,14 @@ def test_an_edited_attestation_payload_is_caught(signed_bundle: Path, trusted: l
     statement["subject"][0]["digest"]["sha256"] = "0" * 64
     envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
     (signed_bundle / layout.INTOTO).write_text(json.dumps(envelope) + "\n")
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
     assert verdict.level is TrustLevel.TAMPERED
     assert f"key {trusted[0].key_id}" in _subjects(verdict)
 
 
 def test_an_attestation_that_is_not_json_is_named(signed_bundle: Path, trusted: list[keys.TrustedKey]) -> None:
     (signed_bundle / layout.SIGSTORE).write_text("{not json")
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
     assert verdict.level is TrustLevel.TAMPERED
     assert layout.SIGSTORE in _subjects(verdict)
 
@@ -153,13 +155,13 @@ def test_an_attestation_that_is_not_json_is_named(signed_bundle: Path, trusted: 
 def test_unsigned_bundle_is_unsigned_not_verified(signed_bundle: Path, trusted: list[keys.TrustedKey]) -> None:
     for rel in layout.ATTESTATION_FILES:
         (signed_bundle / rel).unlink()
-    verdict = verify.verify_path(signed_bundle, trusted)
+    verdict = signing_files.verify_path(signed_bundle, trusted)
     assert verdict.level is TrustLevel.UNSIGNED
     assert verdict.exit_code == 1
 
 
 def test_signed_bundle_without_trusted_keys_is_not_verified(signed_bundle: Path) -> None:
-    verdict = verify.verify_path(signed_bundle, [])
+    verdict = signing_files.verify_path(signed_bundle, [])
     assert verdict.level is TrustLevel.UNSIGNED
     assert "no trusted key" in verdict.notes[0]
 
@@ -169,18 +171,44 @@ def test_signing_refuses_a_bundle_that_fails_its_checksums(
 ) -> None:
     (signed_bundle / "README.md").write_text("changed")
     with pytest.raises(Exception, match="refusing to sign"):
-        attest.sign_bundle_directory(signed_bundle, keys.load_signer(key_pairs["other"][0]))
+        signing_files.sign_bundle_directory(signed_bundle, signing_files.load_signer(key_pairs["other"][0]))
 
 
 def test_resigning_a_directory_with_another_key(signed_bundle: Path, key_pairs: dict[str, tuple[Path, Path]]) -> None:
-    attest.sign_bundle_directory(signed_bundle, keys.load_signer(key_pairs["other"][0]))
-    other = keys.load_public_key(key_pairs["other"][1])
-    assert verify.verify_path(signed_bundle, [other]).level is TrustLevel.VERIFIED
+    signing_files.sign_bundle_directory(signed_bundle, signing_files.load_signer(key_pairs["other"][0]))
+    other = signing_files.load_public_key(key_pairs["other"][1])
+    assert signing_files.verify_path(signed_bundle, [other]).level is TrustLevel.VERIFIED
 
 
 def test_not_a_bundle_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "file.txt").write_text("x")
     with pytest.raises(BadInputError, match="not a dsx bundle"):
-        verify.verify_path(tmp_path, [])
+        signing_files.verify_path(tmp_path, [])
     with pytest.raises(BadInputError, match="not found"):
-        verify.verify_path(tmp_path / "missing", [])
+        signing_files.verify_path(tmp_path / "missing", [])
+
+
+def test_the_domain_signs_and_verifies_a_recipe_in_memory_without_touching_a_file() -> None:
+    private_pem, public_pem = keys.new_key_pair(Algorithm.ED25519)
+    signer = keys.signer_from_pem(private_pem, "memory.key")
+    trusted = [keys.trusted_key_from_pem(public_pem, "memory.pub")]
+    recipe = b"apiVersion: dsx.nvidia.com/v1alpha1\nkind: Recipe\nmetadata: {name: r}\n"
+    document = {"kind": "Recipe", "metadata": {"name": "r"}}
+    sidecars = attest.recipe_sidecars("r.yaml", recipe, document, signer, created_at="2026-01-01T00:00:00Z")
+    assert list(sidecars) == ["r.yaml.intoto.jsonl", "r.yaml.sigstore.json"]
+    beside = {"r.yaml": recipe}
+    verdict = verify.verify_signed("r.yaml", "r.yaml", sidecars, beside.get, trusted)
+    assert verdict.level is TrustLevel.VERIFIED and verdict.signed_by == (signer.key_id,)
+    beside["r.yaml"] = recipe + b"# edited\n"
+    assert verify.verify_signed("r.yaml", "r.yaml", sidecars, beside.get, trusted).level is TrustLevel.TAMPERED
+    with pytest.raises(BadInputError, match=r"^memory\.key: not a PEM private key$"):
+        keys.signer_from_pem(public_pem, "memory.key")
+
+
+def test_no_signing_module_opens_a_file() -> None:
+    """File I/O lives in dsx.files.signing; the domain package names no file API."""
+    package = Path(verify.__file__).parent
+    for module in sorted(package.glob("*.py")):
+        text = module.read_text(encoding="utf-8")
+        for name in ("import os", "pathlib", "open(", ".read_bytes(", ".write_bytes(", "read_tree", "atomic"):
+            assert name not in text, f"{module.name}: {name}"

@@ -11,8 +11,9 @@ import pytest
 
 from dsx import serialization
 from dsx.errors import BadInputError
+from dsx.files import signing as signing_files
 from dsx.model import recipe, snapshot
-from dsx.signing import attest, dsse, keys, signer, statement, verify
+from dsx.signing import dsse, keys, signer, statement
 from dsx.signing.verdict import TrustLevel
 from dsx.testing.cluster_reader import FakeClusterReader
 from dsx.validation import attestation, cluster_snapshot, reports, results, run
@@ -34,18 +35,20 @@ def evidence(tmp_path: Path, cluster_recipe: recipe.Recipe, healthy_cluster: Fak
     paths["report"].write_text(reports.ctrf_json(report))
     key = keys.KeySigner(keys.generate(signer.Algorithm.ED25519))
     claims = attestation.predicate(report, snap, validator="ci-bot", key_id=key.key_id)
-    for path, text in attest.attest_beside(paths["report"], paths, attestation.PREDICATE_TYPE, claims, key).items():
+    for path, text in signing_files.attest_beside(
+        paths["report"], paths, attestation.PREDICATE_TYPE, claims, key
+    ).items():
         path.write_text(text)
     (tmp_path / "validator.pub").write_bytes(key.public_key_pem)
     return paths
 
 
 def trusted(paths: dict[str, Path]) -> list[keys.TrustedKey]:
-    return [keys.load_public_key(paths["report"].parent / "validator.pub")]
+    return [signing_files.load_public_key(paths["report"].parent / "validator.pub")]
 
 
 def test_attested_report_verifies(evidence: dict[str, Path]) -> None:
-    verdict = verify.verify_path(evidence["report"], trusted(evidence))
+    verdict = signing_files.verify_path(evidence["report"], trusted(evidence))
     assert verdict.level is TrustLevel.VERIFIED, verdict.findings
     assert verdict.exit_code == 0
 
@@ -54,7 +57,7 @@ def test_attested_report_verifies(evidence: dict[str, Path]) -> None:
 def test_editing_any_subject_is_tampering(evidence: dict[str, Path], role: str) -> None:
     path = evidence[role]
     path.write_text(path.read_text().replace("passed", "failed", 1).replace("v25.10.1", "v25.10.2", 1))
-    verdict = verify.verify_path(evidence["report"], trusted(evidence))
+    verdict = signing_files.verify_path(evidence["report"], trusted(evidence))
     assert verdict.level is TrustLevel.TAMPERED
     assert any(f.subject == path.name for f in verdict.findings)
 
@@ -93,7 +96,7 @@ def test_subjects_must_sit_beside_the_report(tmp_path: Path, evidence: dict[str,
     report = results.Report(subject, (), (), "dsx/0.1.0")
     with pytest.raises(BadInputError, match=r"must sit beside report\.json"):
         claims = attestation.predicate(report, snapshot.Snapshot(), validator="x", key_id=key.key_id)
-        attest.attest_beside(evidence["report"], {"recipe": moved}, attestation.PREDICATE_TYPE, claims, key)
+        signing_files.attest_beside(evidence["report"], {"recipe": moved}, attestation.PREDICATE_TYPE, claims, key)
 
 
 def test_mixed_hardware_is_reported_as_mixed(recorded_snapshot: snapshot.Snapshot) -> None:

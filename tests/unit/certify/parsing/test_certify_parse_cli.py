@@ -32,7 +32,7 @@ def test_parse_nccl_sample_as_json(name: str) -> None:
     assert result.exit_code == code, result.output
     data = json.loads(result.output)
     (table,) = data["tables"]
-    assert (table["collective"], table["row_count"], table["max_busbw_gbps"], table["avg_busbw_gbps"]) == (
+    assert (table["collective"], table["rowCount"], table["maxBusbwGbps"], table["avgBusbwGbps"]) == (
         collective,
         rows,
         max_busbw,
@@ -47,16 +47,16 @@ def test_parse_nccl_init_failure_lists_the_failure_lines() -> None:
     assert result.exit_code == 1
     data = json.loads(result.output)
     assert data["status"] == "failed" and data["tables"] == []
-    kinds = {f["kind"] for f in data["failure_lines"]}
+    kinds = {f["kind"] for f in data["failureLines"]}
     assert kinds == {"nccl_warn", "test_failure"}
 
 
 TRAINING = {
-    "01-megatron-lm-mixtral8x7b-16xH100.log": ("megatron-lm", 3, 5.56577, "tflops_per_gpu", 234.733),
-    "03-torchtitan-rank0-steps-200-250-gc-profiler.log": ("torchtitan", 6, 1.41048, "tokens_per_second", 5818.667),
+    "01-megatron-lm-mixtral8x7b-16xH100.log": ("megatron-lm", 3, 5.56577, "tflopsPerGpu", 234.733),
+    "03-torchtitan-rank0-steps-200-250-gc-profiler.log": ("torchtitan", 6, 1.41048, "tokensPerSecond", 5818.667),
     "05-nemo1-progressbar-slow-41s-per-it.log": ("nemo1", 1, 41.36, "loss", 3.09),
-    "06-nemo2-bionemo-train-step-timing.log": ("nemo2", 6, 0.031663, "global_batch_size", 1.0),
-    "07-nanochat-a100-dt-toksec-mfu.log": ("nanochat", 7, 0.99321, "mfu_percent", 73.847),
+    "06-nemo2-bionemo-train-step-timing.log": ("nemo2", 6, 0.031663, "globalBatchSize", 1.0),
+    "07-nanochat-a100-dt-toksec-mfu.log": ("nanochat", 7, 0.99321, "mfuPercent", 73.847),
 }
 
 
@@ -66,8 +66,8 @@ def test_parse_training_sample_as_json(name: str) -> None:
     result = CliRunner().invoke(parse, ["training", str(DATA / "training" / name), "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert (data["profile"], data["step_count"]) == (profile, steps)
-    assert data["step_time_seconds"]["mean"] == pytest.approx(step_time, abs=1e-5)
+    assert (data["profile"], data["stepCount"]) == (profile, steps)
+    assert data["stepTimeSeconds"]["mean"] == pytest.approx(step_time, abs=1e-5)
     assert data[field]["mean"] == pytest.approx(mean, abs=1e-3)
 
 
@@ -76,7 +76,7 @@ def test_parse_training_with_a_named_profile_and_table_output() -> None:
     result = CliRunner().invoke(parse, ["training", str(path), "--profile", "nemo2", "--format", "table"])
     assert result.exit_code == 0, result.output
     assert "profile: nemo2 (NeMo 2)" in result.output
-    assert "missing: tokens_per_second, tflops_per_gpu, mfu_percent" in result.output
+    assert "missing: tokensPerSecond, tflopsPerGpu, mfuPercent" in result.output
 
 
 def test_parse_training_without_steps_exits_1(tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_parse_training_without_steps_exits_1(tmp_path: Path) -> None:
     path.write_text("loading\n", encoding="utf-8")
     result = CliRunner().invoke(parse, ["training", str(path), "--format", "json"])
     assert result.exit_code == 1
-    assert json.loads(result.output)["step_count"] == 0
+    assert json.loads(result.output)["stepCount"] == 0
 
 
 def test_parse_nccl_table_output_and_stdin() -> None:
@@ -149,7 +149,7 @@ def test_through_dsx_certify_parse(kind: str, name: str, capsys: pytest.CaptureF
     if kind == "nccl":
         code, collective, rows, max_busbw, avg = NCCL[name]
         (table,) = data["tables"]
-        assert (table["collective"], table["row_count"], table["max_busbw_gbps"], table["avg_busbw_gbps"]) == (
+        assert (table["collective"], table["rowCount"], table["maxBusbwGbps"], table["avgBusbwGbps"]) == (
             collective,
             rows,
             max_busbw,
@@ -158,6 +158,6 @@ def test_through_dsx_certify_parse(kind: str, name: str, capsys: pytest.CaptureF
         assert exit_info.value.code == code
     else:
         profile, steps, step_time, _, _ = TRAINING[name]
-        assert (data["profile"], data["step_count"]) == (profile, steps)
-        assert data["step_time_seconds"]["mean"] == pytest.approx(step_time, abs=1e-5)
+        assert (data["profile"], data["stepCount"]) == (profile, steps)
+        assert data["stepTimeSeconds"]["mean"] == pytest.approx(step_time, abs=1e-5)
         assert exit_info.value.code == 0

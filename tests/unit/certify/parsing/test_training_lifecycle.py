@@ -228,11 +228,11 @@ def test_cli_reports_runs_checkpoints_and_both_goodputs(tmp_path: Path) -> None:
     result = CliRunner().invoke(parse, ["training", str(path), "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["step_time_seconds"]["count"] == 4
+    assert data["stepTimeSeconds"]["count"] == 4
     assert data["goodput"]["ratio"] == pytest.approx(180.0 / 190.110401)
-    assert data["goodput_nvcre"]["checkpoint_save_seconds"] == pytest.approx(10.0)
-    assert data["checkpoints"][0]["duration_seconds"] == pytest.approx(10.0)
-    assert data["runs"][0]["application_start_at"] == "2026-02-05T16:01:40.326255+00:00"
+    assert data["goodputNvcre"]["checkpointSaveSeconds"] == pytest.approx(10.0)
+    assert data["checkpoints"][0]["durationSeconds"] == pytest.approx(10.0)
+    assert data["runs"][0]["applicationStartAt"] == "2026-02-05T16:01:40.326255+00:00"
     table = CliRunner().invoke(parse, ["training", str(path), "--format", "table"])
     assert table.exit_code == 0 and "goodput (NVCRE): 0.25" in table.output
 

@@ -27,10 +27,10 @@ def test_every_kernel_line_as_a_json_record() -> None:
         assert record["line"] == int(row["line"])
         assert record["family"] == row["family"]
         assert record["code"] == int(row["expected_code"])
-        assert (record["pci_address"] or "") == row["expected_pci"]
-        assert record["immediate_action"] == row["expected_immediate_action"]
-        assert isinstance(record["is_fatal"], bool)
-        assert record["recommended_action"] in {
+        assert (record["pciAddress"] or "") == row["expected_pci"]
+        assert record["immediateAction"] == row["expected_immediate_action"]
+        assert isinstance(record["isFatal"], bool)
+        assert record["recommendedAction"] in {
             "NONE",
             "COMPONENT_RESET",
             "CONTACT_SUPPORT",
@@ -83,7 +83,7 @@ def test_driver_version_picks_the_nvlink5_layout(
     result = CliRunner().invoke(parse, ["-", "--format", "json", "--driver-version", "575.57.08"], input=line)
     assert result.exit_code == 0, result.output
     (record,) = json.loads(result.output)
-    assert (record["recommended_action"], record["nvlink5_decode"]["driver_source"]) == (
+    assert (record["recommendedAction"], record["nvlink5Decode"]["driverSource"]) == (
         "COMPONENT_RESET",
         "configuration",
     )

@@ -61,16 +61,16 @@ def test_every_workbook_xid_gives_the_workbooks_action(tmp_path: Path) -> None:
     assert len(records) == len(rows) == 172
     for record, row in zip(records, rows, strict=True):
         bucket = row["immediate_bucket"] or CATALOG.unspecified_bucket
-        assert (record["code"], record["immediate_action"], record["mnemonic"]) == (
+        assert (record["code"], record["immediateAction"], record["mnemonic"]) == (
             int(row["code"]),
             bucket,
             row["mnemonic"],
         )
         expected = "COMPONENT_RESET" if bucket == "XID_154" else CATALOG.bucket_actions[bucket].name
-        assert record["recommended_action"] == expected, row["code"]
-        assert record["is_fatal"] == (expected != "NONE")
+        assert record["recommendedAction"] == expected, row["code"]
+        assert record["isFatal"] == (expected != "NONE")
         if bucket in ("RESTART_APP", "IGNORE"):
-            assert not record["is_fatal"]
+            assert not record["isFatal"]
 
 
 def decode_cases() -> list[tuple[xid.Layout, int, dict[str, str], bool]]:
@@ -102,13 +102,13 @@ def test_every_decode_row_gives_the_sheets_action_in_both_layouts(tmp_path: Path
     assert len(records) == len(cases) == 2 * 95 + 2 * 3
     for record, (layout, index, row, second) in zip(records, cases, strict=True):
         bucket = row["action2_bucket"] if second else row["recovery_bucket"]
-        decode = record["nvlink5_decode"]
+        decode = record["nvlink5Decode"]
         where = (layout.value, index + 2, row["subcode"], row["error_status_hex"], second)
         assert decode["matched"] and decode["layout"] == layout.value, where
-        assert decode["driver_source"] == "kernel-log", where
-        assert (record["immediate_action"], decode["second_action"]) == (bucket, second), where
-        assert record["recommended_action"] == CATALOG.bucket_actions[bucket].name, where
-        assert decode["investigatory_action"] == (row["investigatory_bucket"] or None), where
+        assert decode["driverSource"] == "kernel-log", where
+        assert (record["immediateAction"], decode["secondAction"]) == (bucket, second), where
+        assert record["recommendedAction"] == CATALOG.bucket_actions[bucket].name, where
+        assert decode["investigatoryAction"] == (row["investigatory_bucket"] or None), where
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_every_decode_row_gives_the_sheets_action_in_both_layouts(tmp_path: Path
 )
 def test_the_issues_decode_examples(line: str, bucket: str, action: str, tmp_path: Path) -> None:
     (record,) = parse_lines([line], tmp_path)
-    assert (record["immediate_action"], record["recommended_action"], record["is_fatal"]) == (bucket, action, True)
+    assert (record["immediateAction"], record["recommendedAction"], record["isFatal"]) == (bucket, action, True)
 
 
 def test_the_multi_line_fallen_off_the_bus_message_is_one_fatal_restart_bm_record(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_the_multi_line_fallen_off_the_bus_message_is_one_fatal_restart_bm_recor
         "[ 1843.308146] NVRM: fallen off the bus and is not responding to commands.",
     ]
     (record,) = parse_lines(lines, tmp_path)
-    assert (record["pci_bdf"], record["is_fatal"], record["recommended_action"], record["lines"]) == (
+    assert (record["pciBdf"], record["isFatal"], record["recommendedAction"], record["lines"]) == (
         "0000:b3:00.0",
         True,
         "RESTART_BM",

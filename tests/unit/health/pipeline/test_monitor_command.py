@@ -4,7 +4,7 @@ the lines when the sentinel refuses them (bad token: nothing committed), and ref
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from dsx.api import security
 from dsx.cli.main import main
 from dsx.controllers import http, telemetry
 from dsx.health import ingest, pipeline_status
+from dsx.model.health import HealthEvent
 from dsx.store import open_store
 from dsx.testing.inmemory import InMemoryEventStore
 
@@ -72,8 +73,8 @@ def test_kernel_log_lines_go_to_a_store_once(capsys, tmp_path: Path, kern_log: P
 def sentinel_endpoint() -> Iterator[tuple[str, InMemoryEventStore]]:
     store = InMemoryEventStore()
 
-    def accept(body: bytes) -> dict[str, Any]:
-        appended = store.append(ingest.parse_body(body))
+    def accept(events: Sequence[HealthEvent]) -> dict[str, Any]:
+        appended = store.append(events)
         return {"accepted": len(appended), "created": sum(1 for a in appended if a.created), "sequences": []}
 
     server = http.SentinelHttpServer(

@@ -16,6 +16,7 @@ from dsx.api import app as api_app
 from dsx.api import security
 from dsx.cli.main import main
 from dsx.health import breaker, policy
+from dsx.health.eventstore import StageOutcome, StageStatus
 from dsx.model.health import NodeState
 from dsx.store import open_store
 
@@ -52,6 +53,31 @@ def test_events_lists_stored_events_with_filters(capsys, store_url) -> None:
     assert rows[0]["errorCodes"] == ["79"] and rows[0]["idempotencyKey"] == xid("n1").idempotency_key
     code, out, _ = dsx(capsys, "sentinel", "events", "--store", store_url, "--node", "n2", "--format", "table")
     assert code == 0 and "n2" in out and "n1" not in out.split("\n", 2)[2]
+
+
+def test_a_stage_detail_is_shown_camel_case_and_stored_as_written(capsys, store_url) -> None:
+    store = open_store(store_url)
+    (claimed, *_) = store.claim("quarantine", "test-owner")
+    detail = {"node": "n1", "disposition": "quarantined", "rule_sets": ["xid-fatal"], "with_event": 1}
+    detail["labels"] = {"team_a/owner": "x"}  # label keys are data
+    store.ack("quarantine", "test-owner", [StageOutcome(claimed.sequence, StageStatus.DONE, detail)])
+    store.close()
+    code, out, _ = dsx(capsys, "sentinel", "events", "--store", store_url, "--format", "json")
+    shown = json.loads(out)[0]["stages"]["quarantine"]
+    assert code == 0 and shown == {
+        "status": "done",
+        "node": "n1",
+        "disposition": "quarantined",
+        "ruleSets": ["xid-fatal"],
+        "withEvent": 1,
+        "labels": {"team_a/owner": "x"},
+    }
+    store = open_store(store_url)
+    try:
+        record = store.stage_record("quarantine", claimed.sequence)
+        assert record is not None and dict(record.detail) == detail  # the stored row keeps its v1 form
+    finally:
+        store.close()
 
 
 def test_status_is_a_table_per_node_with_its_history_and_the_breaker(capsys, store_url) -> None:

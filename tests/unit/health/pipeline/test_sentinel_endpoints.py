@@ -9,9 +9,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from dsx.api import security
 from dsx.controllers import http, kube_nodes, telemetry
 from dsx.health import ingest, pipeline_status
 from dsx.health.ports import NodeChange, Taint, TaintEffect
+from dsx.model.health import HealthEvent
 from dsx.testing.inmemory import InMemoryEventStore
 
 from .builders import gpu_node, xid
@@ -34,8 +36,8 @@ def server() -> Iterator[tuple[str, InMemoryEventStore, telemetry.SentinelTeleme
     metrics = telemetry.SentinelTelemetry()
     state = {"ready": "starting"}
 
-    def accept(body: bytes) -> dict[str, Any]:
-        appended = store.append(ingest.parse_body(body))
+    def accept(events: Sequence[HealthEvent]) -> dict[str, Any]:
+        appended = store.append(events)
         created = sum(1 for a in appended if a.created)
         metrics.events_ingested.labels("http").inc(created)
         return {"accepted": len(appended), "created": created, "sequences": [a.sequence for a in appended]}
@@ -58,15 +60,22 @@ def server() -> Iterator[tuple[str, InMemoryEventStore, telemetry.SentinelTeleme
 
 
 def call(url: str, *, body: bytes | None = None, token: str | None = TOKEN) -> tuple[int, bytes]:
+    status, answer, _ = call_with_headers(url, body=body, token=token)
+    return status, answer
+
+
+def call_with_headers(
+    url: str, *, body: bytes | None = None, token: str | None = TOKEN
+) -> tuple[int, bytes, dict[str, str]]:
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read()
+            return response.status, response.read(), dict(response.headers)
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+        return exc.code, exc.read(), dict(exc.headers)
 
 
 def test_probes_need_no_token_and_metrics_need_one(server) -> None:
@@ -99,6 +108,21 @@ def test_posted_events_are_stored_once_and_counted(server) -> None:
     assert b'dsx_sentinel_events_ingested_total{source="http"} 2.0' in metrics.exposition()
     status, answer = call(f"{base}/v1/status")
     assert status == 200 and json.loads(answer)["lastSequence"] == 2
+
+
+def test_old_snake_case_keys_are_stored_and_answered_with_the_api_deprecation_headers(server) -> None:
+    base, store, _ = server
+    event = xid("a").to_dict()
+    status, _, headers = call_with_headers(f"{base}/v1/events", body=json.dumps([event]).encode())
+    assert status == 202 and "Deprecation" not in headers and "Warning" not in headers
+    old = {re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), k): v for k, v in event.items()}
+    status, answer, headers = call_with_headers(f"{base}/v1/events", body=json.dumps({"events": [old]}).encode())
+    assert status == 202 and json.loads(answer) == {"accepted": 1, "created": 0, "sequences": [1]}
+    assert headers["Deprecation"] == "true"
+    warning = headers["Warning"]
+    assert ingest.deprecation_headers([old]) == {"Deprecation": "true", "Warning": warning}  # the API's words
+    assert warning.startswith('299 dsx "old snake_case HealthEvent keys ') and "is_fatal" in warning
+    assert store.last_sequence() == 1
 
 
 def test_bad_and_oversized_posts_are_refused_with_one_line_errors(server) -> None:
