@@ -99,7 +99,7 @@ def _overlay(path: Path, _out: Path) -> object:
 def _calibration(path: Path, _out: Path) -> object:
     from dsx.cli import certify_cmd
 
-    return certify_cmd._load_calibration(str(path))
+    return certify_cmd._load_calibration(str(path), "fuzz-host")
 
 
 def _smi(path: Path, _out: Path) -> object:
