@@ -1,13 +1,16 @@
 """PostgresEventStore: the shared store for a sentinel running with several replicas or nodes.
 
-psycopg 3, a small pool of connections for statements (`pool_size`, opened as needed) and,
-lazily, one more autocommit connection that LISTENs for wake-ups. Why a pool: with one connection
-every thread of a sentinel (ingestion, the analyzer, each stage's workers) queued for it, and at
-fleet traffic the quarantine workers' reads waited behind each other until nothing was cordoned
-at all. Threads of one process now meet in the database, as two replicas always have: advisory
-locks, row locks and conflict retries keep them apart. Appends send `NOTIFY dsx_events, '<last sequence>'` inside their
-transaction, so it is delivered on commit; a notification is only a hint (it is lost when
-no one listens and is never replayed), so consumers always re-read by cursor.
+psycopg 3, a pool of connections for statements shared by every store of the process that names
+the same server (`pool_size`, opened as needed) and, lazily, one more connection per store that
+LISTENs for wake-ups. Why a pool: with one connection every thread of a sentinel (ingestion, the
+analyzer, each stage's workers) queued for it, and at fleet traffic the quarantine workers' reads
+waited behind each other until nothing was cordoned at all. Threads of one process now meet in
+the database, as two replicas always have: advisory locks, row locks and conflict retries keep
+them apart.
+
+Appends send `NOTIFY dsx_events, '<last sequence>'` inside their transaction, so it is delivered
+on commit; a notification is only a hint (it is lost when no one listens and is never replayed),
+so consumers always re-read by cursor.
 
 Writers that must not interleave take `pg_advisory_xact_lock` on a key derived from the
 lock name; the lock ends with the transaction, so a crashed client never leaves one behind.
@@ -28,9 +31,11 @@ from dsx.errors import ConflictError, InternalError, UnavailableError
 from dsx.store import sql
 
 CHANNEL = "dsx_events"
-DEFAULT_POOL_SIZE = 4
-"""Connections per store (a sentinel opens one store per stage, so 4 x ~9 per replica, opened as
-needed): round trips overlap, and two replicas stay under PostgreSQL's default max_connections of 100."""
+DEFAULT_POOL_SIZE = 16
+"""Connections per process and server, shared by all its stores and opened as needed: enough for
+a stage's workers to overlap their round trips (at 5,000 nodes a pool of 4 left the quarantine
+workers waiting for a connection half the time); two replicas stay far under PostgreSQL's
+default max_connections of 100."""
 POOL_WAIT_SECONDS = 30.0
 """How long a call waits for a connection before it fails as unavailable (retried like an outage)."""
 
@@ -84,6 +89,79 @@ def classify(error: BaseException) -> sql.ErrorKind:
     return InternalError
 
 
+class _Pool:
+    """Connections to one server shared by every store of a process that names it (a sentinel
+    opens one store per stage): at most `size` exist, opened as needed, each in autocommit, so a
+    write opens its transaction explicitly and a read is one round trip per statement."""
+
+    def __init__(self, url: str, size: int, connect_timeout_seconds: float, display_url: str) -> None:
+        self.url, self.size, self.display_url = url, size, display_url
+        self._connect_timeout_seconds = connect_timeout_seconds
+        self._changed = threading.Condition()
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._opened = 0
+        """Connections that exist now, idle or in use."""
+        self.users = 0
+        """Stores holding this pool; the last to close it closes the idle connections."""
+        self.held = threading.local()
+        """The connection this thread is inside a transaction on (a nested transaction reuses it)."""
+
+    def connect(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+        return psycopg.connect(
+            self.url, autocommit=autocommit, connect_timeout=max(1, int(self._connect_timeout_seconds))
+        )
+
+    def checkout(self, errors: Callable[[], contextlib.AbstractContextManager[None]]) -> psycopg.Connection[Any]:
+        """An idle connection, a new one while fewer than `size` exist, or the next one returned."""
+        deadline = time.monotonic() + POOL_WAIT_SECONDS
+        with self._changed:
+            while not self._idle and self._opened >= self.size:
+                if not self._changed.wait(deadline - time.monotonic()):
+                    raise UnavailableError(
+                        f"{self.display_url}: all {self.size} connections busy for {POOL_WAIT_SECONDS:.0f} s"
+                    )
+            if self._idle:
+                return self._idle.pop()
+            self._opened += 1
+        try:
+            with errors():
+                return self.connect()
+        except BaseException:
+            with self._changed:
+                self._opened -= 1
+                self._changed.notify()
+            raise
+
+    def checkin(self, connection: psycopg.Connection[Any]) -> None:
+        """Return a connection; a broken one is closed, and so are the idle ones.
+
+        The server restarted or dropped us: the call that found out was reported, and the idle
+        connections are as dead, so the next call reconnects instead of failing again.
+        """
+        dead = connection.broken or connection.closed
+        with self._changed:
+            stale = [connection, *self._idle] if dead else []
+            if dead:
+                self._idle = []
+                self._opened -= len(stale)
+            else:
+                self._idle.append(connection)
+            self._changed.notify()
+        for each in stale:
+            each.close()
+
+    def close_idle(self) -> None:
+        with self._changed:
+            idle, self._idle = self._idle, []
+            self._opened -= len(idle)
+        for connection in idle:
+            connection.close()
+
+
+_POOLS: dict[tuple[str, int, float], _Pool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
 class PostgresEventStore(sql.SqlEventStore):
     """EventStore in a PostgreSQL database (tables created when missing)."""
 
@@ -102,90 +180,50 @@ class PostgresEventStore(sql.SqlEventStore):
             raise ValueError(f"pool_size must be at least 1, got {pool_size}")
         self.url = url
         self.pool_size = pool_size
-        self._connect_timeout_seconds = connect_timeout_seconds
-        self._pool = threading.Condition()
-        self._idle: list[psycopg.Connection[Any]] = []
-        self._opened = 0
-        """Connections that exist now, idle or in use (at most `pool_size`)."""
         self._closed = False
-        self._held = threading.local()
-        """The connection this thread is inside a transaction on (a nested transaction reuses it)."""
         self._listener: psycopg.Connection[Any] | None = None
-        with self._errors():
-            self._idle.append(self._connect(autocommit=False))
-            self._opened = 1
-        self.create_schema("BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY")
+        key = (url, pool_size, connect_timeout_seconds)
+        with _POOLS_LOCK:
+            pool = _POOLS.get(key)
+            if pool is None:
+                pool = _POOLS[key] = _Pool(url, pool_size, connect_timeout_seconds, self._display_url)
+            pool.users += 1
+        self._pool, self._pool_key = pool, key
+        try:
+            self.create_schema("BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY")
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def _display_url(self) -> str:
         info = psycopg.conninfo.conninfo_to_dict(self.url)
         return f"postgresql://{info.get('host', '')}:{info.get('port', '')}/{info.get('dbname', '')}"
 
-    def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
-        return psycopg.connect(
-            self.url, autocommit=autocommit, connect_timeout=max(1, int(self._connect_timeout_seconds))
-        )
-
     def _errors(self) -> contextlib.AbstractContextManager[None]:
         return sql.translated_errors(self._display_url, psycopg.Error, classify)
 
     @contextlib.contextmanager
     def transaction(self, *, write: bool) -> Iterator[sql.Cursor]:
-        held: psycopg.Connection[Any] | None = getattr(self._held, "connection", None)
-        if held is not None:  # nested: a savepoint on this thread's connection, as before the pool
+        if self._closed:
+            raise UnavailableError(f"{self._display_url}: the store is closed")
+        pool = self._pool
+        held: psycopg.Connection[Any] | None = getattr(pool.held, "connection", None)
+        if held is not None:  # nested: a savepoint (or a transaction) on this thread's connection
             with self._errors(), held.transaction(), held.cursor() as cursor:
                 yield _QmarkCursor(cursor)
             return
-        connection = self._checkout()
-        self._held.connection = connection
+        connection = pool.checkout(self._errors)
+        pool.held.connection = connection
         try:
-            with self._errors(), connection.transaction(), connection.cursor() as cursor:
+            # a read is one round trip per statement: no BEGIN and COMMIT around it. Under READ
+            # COMMITTED every statement takes its own snapshot anyway, and no read locks anything
+            block = connection.transaction() if write else contextlib.nullcontext()
+            with self._errors(), block, connection.cursor() as cursor:
                 yield _QmarkCursor(cursor)
         finally:
-            self._held.connection = None
-            self._checkin(connection)
-
-    def _checkout(self) -> psycopg.Connection[Any]:
-        """An idle connection, a new one while fewer than `pool_size` exist, or the next one returned."""
-        deadline = time.monotonic() + POOL_WAIT_SECONDS
-        with self._pool:
-            while self._closed or (not self._idle and self._opened >= self.pool_size):
-                if self._closed:
-                    raise UnavailableError(f"{self._display_url}: the store is closed")
-                if not self._pool.wait(deadline - time.monotonic()):
-                    raise UnavailableError(
-                        f"{self._display_url}: all {self.pool_size} connections busy for {POOL_WAIT_SECONDS:.0f} s"
-                    )
-            if self._idle:
-                return self._idle.pop()
-            self._opened += 1
-        try:
-            with self._errors():
-                return self._connect(autocommit=False)
-        except BaseException:
-            with self._pool:
-                self._opened -= 1
-                self._pool.notify()
-            raise
-
-    def _checkin(self, connection: psycopg.Connection[Any]) -> None:
-        """Return a connection; a broken one is closed, and so are the idle ones.
-
-        The server restarted or dropped us: the call that found out was reported, and the idle
-        connections are as dead, so the next call reconnects instead of failing again.
-        """
-        dead = connection.broken or connection.closed
-        with self._pool:
-            if dead or self._closed:
-                stale = [connection] + (self._idle if dead else [])
-                self._idle = [] if dead else self._idle
-                self._opened -= len(stale)
-            else:
-                stale = []
-                self._idle.append(connection)
-            self._pool.notify()
-        for each in stale:
-            each.close()
+            pool.held.connection = None
+            pool.checkin(connection)
 
     def bookkeeping(self, cur: sql.Cursor) -> None:
         # fsync per claim and ack was most of a stage's time under fleet traffic; appends, node
@@ -201,7 +239,7 @@ class PostgresEventStore(sql.SqlEventStore):
     def wait_hint(self, timeout_seconds: float) -> None:
         if self._listener is None:
             with self._errors():
-                self._listener = self._connect(autocommit=True)
+                self._listener = self._pool.connect()
                 self._listener.execute(f"LISTEN {CHANNEL}")
             return  # re-check: an append may have committed before LISTEN took effect
         try:
@@ -213,14 +251,17 @@ class PostgresEventStore(sql.SqlEventStore):
             self._listener = None
 
     def close(self) -> None:
-        """Close the idle connections now; one in use is closed when its transaction ends."""
-        with self._pool:
-            self._closed = True
-            idle, self._idle = self._idle, []
-            self._opened -= len(idle)
-            self._pool.notify_all()
-        for connection in idle:
-            connection.close()
+        """This store refuses new work; the pool's idle connections close with its last store."""
+        if self._closed:
+            return
+        self._closed = True
+        with _POOLS_LOCK:
+            self._pool.users -= 1
+            last = self._pool.users == 0
+            if last:
+                _POOLS.pop(self._pool_key, None)
+        if last:
+            self._pool.close_idle()
         if self._listener is not None:
             self._listener.close()
 

@@ -69,3 +69,32 @@ def test_a_closed_store_refuses_new_work_and_a_bad_size_is_refused(postgres_url:
         store.last_sequence()
     with pytest.raises(ValueError, match="pool_size"):
         PostgresEventStore(postgres_url, pool_size=0)
+
+
+def test_stores_of_one_process_share_the_pool_of_their_server(postgres_url: str) -> None:
+    """A sentinel opens a store per stage; their connections together stay within one pool."""
+    first = PostgresEventStore(postgres_url, pool_size=2)
+    second = PostgresEventStore(postgres_url, pool_size=2)
+    inside = threading.Barrier(2, timeout=30)
+    pids: list[int] = []
+    errors: list[BaseException] = []
+
+    def work(store: PostgresEventStore) -> None:
+        try:
+            with store.transaction(write=False) as cur:
+                cur.execute("SELECT pg_backend_pid()")
+                pids.append(int(cur.fetchone()[0]))
+                inside.wait()
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    assert backend_pid(first) in pids and backend_pid(second) in pids  # the same two connections
+    first.close()
+    assert second.last_sequence() == 0  # the other store keeps the pool
+    second.close()
