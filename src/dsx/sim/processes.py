@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
+EXIT_STATUS_WAIT_SECONDS = 2.0
+"""How long `exit_description` waits for the status of a child already seen gone."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,11 @@ def exit_description(record: ProcessRecord) -> str:
     """
     child = _children.get(record.pid)
     code = child.poll() if child is not None else None
+    if code is None and child is not None:
+        # seen gone (a zombie in /proc) a moment before the kernel lets its parent collect the
+        # status: wait for it briefly rather than report an exit without its cause
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = child.wait(timeout=EXIT_STATUS_WAIT_SECONDS)
     if code is None:
         return "exited"
     if code < 0:
