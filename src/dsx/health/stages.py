@@ -135,6 +135,8 @@ class StageRunner:
         self._clock = clock
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"stage-{handler.name}") if workers else None
         self._bulk: SettlesInBulk | None = handler if callable(getattr(handler, "settle", None)) else None  # type: ignore[assignment]
+        self._settle_error = ""
+        """The last bulk settle's error (logged once until a settle succeeds)."""
         self._running: dict[str, _Dispatch] = {}
         self._held: set[int] = set()
         self._known: dict[int, StoredEvent] = {}
@@ -216,8 +218,12 @@ class StageRunner:
         try:
             settled = self._bulk.settle(candidates)
         except Exception as exc:
-            log.warning("stage %s: bulk settle failed, handling node by node: %s", self.handler.name, exc)
+            text = f"{type(exc).__name__}: {exc}"
+            if text != self._settle_error:  # once per error, not once per step of an outage
+                log.warning("stage %s: bulk settle failed, handling node by node: %s", self.handler.name, text)
+            self._settle_error = text
             return {}
+        self._settle_error = ""
         return {n: outcomes for n, outcomes in settled.items() if len(outcomes) == len(candidates.get(n, ()))}
 
     def _claim(self, now: float) -> None:

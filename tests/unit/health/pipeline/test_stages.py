@@ -230,11 +230,17 @@ def test_nodes_settled_in_bulk_never_reach_the_handler_and_the_rest_do(store) ->
     assert bulk == {s.sequence for s in store.events(after_sequence=0) if s.event.node_name in {"n1", "n3"}}
 
 
-def test_a_failing_bulk_settle_leaves_every_node_to_the_handler(store) -> None:
+def test_a_failing_bulk_settle_leaves_every_node_to_the_handler(store, caplog) -> None:
     store.append([xid(n) for n in ("n1", "n2")])
     handler = Settler("quarantine", {"n1", "n2"}, broken=True)
     runner = stages.StageRunner(store, handler, owner="t", workers=0)
     drive(store, runner)
+    store.append([xid("n3")])
+    drive(store, runner)
 
-    assert sorted(n for n, _ in handler.calls) == ["n1", "n2"]
-    assert store.cursor("quarantine") == 2
+    assert sorted(n for n, _ in handler.calls) == ["n1", "n2", "n3"]
+    assert store.cursor("quarantine") == 3
+    assert len(handler.bulk) == 2
+    assert [r.message for r in caplog.records].count(
+        "stage quarantine: bulk settle failed, handling node by node: RuntimeError: store unavailable"
+    ) == 1  # once per error, not once per step
