@@ -40,9 +40,9 @@ def test_replay_table_counts_each_section() -> None:
     report = {
         "policy": "p.yaml",
         "events": 3,
-        "derived_events": 1,
+        "derivedEvents": 1,
         "quarantined": [{"node": "n1", "at": "t", "reason": "r"}],
-        "drained": [{"node": "n1", "pods": [], "still_waiting_for": ["a/b"]}],
+        "drained": [{"node": "n1", "pods": [], "stillWaitingFor": ["a/b"]}],
         "remediated": [],
         "escalated": [],
         "breaker": {},

@@ -448,6 +448,8 @@ def _stage_detail(record: StageRecord) -> dict[str, Any]:
 
 
 STAGE_DATA_KEYS = frozenset({"labels"})
+REPLAY_DATA_KEYS = frozenset({"labels", "final_states", "dispositions"})
+"""Mappings in a replay report keyed by data (node names, stage and disposition names), kept as they are."""
 """Keys of a stage detail whose mapping is data (label keys), shown as stored."""
 
 
@@ -548,7 +550,10 @@ def replay(
         store.close()
     fleet, pods = _read_fleet(kubeconfig, sim_name)
     report = replaying.replay(history, chosen, node_objects=fleet, pods=pods)
-    cli_output.emit(report.to_dict(), fmt, output, table=sentinel_render.replay_table)
+    from dsx.model import schema
+
+    shown = schema.camel_keys(report.to_dict(), data_keys=REPLAY_DATA_KEYS)
+    cli_output.emit(shown, fmt, output, table=sentinel_render.replay_table)
 
 
 def _read_fleet(

@@ -66,7 +66,7 @@ def status_table(document: dict[str, Any]) -> str:
 
 def replay_table(report: dict[str, Any]) -> str:
     """`dsx sentinel replay`: what each stage would have done under the other policy."""
-    lines = [f"policy: {report['policy']}  events: {report['events']}  derived: {report['derived_events']}", ""]
+    lines = [f"policy: {report['policy']}  events: {report['events']}  derived: {report['derivedEvents']}", ""]
     sections: list[tuple[str, list[str]]] = [
         ("would quarantine", [f"{e['node']}  {e['at']}  {e['reason'][:90]}" for e in report["quarantined"]]),
         ("would drain", [_drained_line(e) for e in report["drained"]]),
@@ -83,5 +83,5 @@ def replay_table(report: dict[str, Any]) -> str:
 
 def _drained_line(entry: dict[str, Any]) -> str:
     pods = ", ".join(entry["pods"]) or "-"
-    waiting = ", ".join(entry["still_waiting_for"]) or "-"
+    waiting = ", ".join(entry["stillWaitingFor"]) or "-"
     return f"{entry['node']}  pods: {pods}  waiting for: {waiting}"

@@ -115,7 +115,11 @@ def test_replay_prints_what_a_policy_would_do(capsys, store_url, tmp_path: Path)
     code, out, _ = dsx(
         capsys, "sentinel", "replay", "--policy", str(candidate), "--store", store_url, "--format", "json"
     )
-    assert json.loads(out)["kind"] == "ReplayReport"
+    shown = json.loads(out)
+    assert shown["kind"] == "ReplayReport"
+    assert {"derivedEvents", "finalStates", "dispositions"} <= set(shown) and "final_states" not in shown
+    assert all("_" not in key for entry in shown["remediated"] for key in entry)  # requestId, not request_id
+    assert set(shown["dispositions"]) <= {"quarantine", "drain", "remediation", "recertify", "analyzer"}
 
 
 def test_request_validation_by_name_and_from_a_drift_report(capsys, store_url, tmp_path: Path) -> None:
