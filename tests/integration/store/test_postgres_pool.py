@@ -25,15 +25,16 @@ def backend_pid(store: PostgresEventStore) -> int:
         return int(cur.fetchone()[0])
 
 
-def test_threads_hold_connections_at_once_up_to_the_pool_size(postgres_url: str) -> None:
-    store = PostgresEventStore(postgres_url, pool_size=3)
-    inside = threading.Barrier(3, timeout=30)  # breaks unless three transactions are open together
+def pids_held_together(stores: list[PostgresEventStore], rounds: int = 1) -> list[int]:
+    """One thread per store; in each round all of them are inside a transaction at once (a barrier
+    breaks otherwise). The backend pids they saw."""
+    inside = threading.Barrier(len(stores), timeout=30)
     pids: list[int] = []
     errors: list[BaseException] = []
 
-    def work() -> None:
+    def work(store: PostgresEventStore) -> None:
         try:
-            for _ in range(2):
+            for _ in range(rounds):
                 with store.transaction(write=False) as cur:
                     cur.execute("SELECT pg_backend_pid()")
                     pids.append(int(cur.fetchone()[0]))
@@ -41,12 +42,18 @@ def test_threads_hold_connections_at_once_up_to_the_pool_size(postgres_url: str)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
-    threads = [threading.Thread(target=work) for _ in range(3)]
+    threads = [threading.Thread(target=work, args=(store,)) for store in stores]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
     assert not errors
+    return pids
+
+
+def test_threads_hold_connections_at_once_up_to_the_pool_size(postgres_url: str) -> None:
+    store = PostgresEventStore(postgres_url, pool_size=3)
+    pids = pids_held_together([store] * 3, rounds=2)
     assert len(pids) == 6
     assert len(set(pids)) == 3  # three connections, reused on the second round
     assert len({backend_pid(store) for _ in range(10)}) == 1  # alone, one idle connection serves
@@ -75,25 +82,7 @@ def test_stores_of_one_process_share_the_pool_of_their_server(postgres_url: str)
     """A sentinel opens a store per stage; their connections together stay within one pool."""
     first = PostgresEventStore(postgres_url, pool_size=2)
     second = PostgresEventStore(postgres_url, pool_size=2)
-    inside = threading.Barrier(2, timeout=30)
-    pids: list[int] = []
-    errors: list[BaseException] = []
-
-    def work(store: PostgresEventStore) -> None:
-        try:
-            with store.transaction(write=False) as cur:
-                cur.execute("SELECT pg_backend_pid()")
-                pids.append(int(cur.fetchone()[0]))
-                inside.wait()
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(s,)) for s in (first, second)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors
+    pids = pids_held_together([first, second])
     assert backend_pid(first) in pids and backend_pid(second) in pids  # the same two connections
     first.close()
     assert second.last_sequence() == 0  # the other store keeps the pool

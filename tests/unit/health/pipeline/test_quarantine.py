@@ -21,9 +21,9 @@ from dsx.model.health import BehaviourOverrides, NodeState
 from .builders import cluster, gpu_check, gpu_node, informational, policy_with, xid
 
 
-def handler(store, fleet, chosen, clock, observer) -> quarantine.QuarantineHandler:
+def handler(store, fleet, chosen, clock, observer, *, node_view=None) -> quarantine.QuarantineHandler:
     gate = CircuitBreaker(store, chosen.breaker, lambda: 100)
-    return quarantine.QuarantineHandler(store, fleet, chosen, gate, observer, clock=clock)
+    return quarantine.QuarantineHandler(store, fleet, chosen, gate, observer, clock=clock, node_view=node_view)
 
 
 def run(store, h, *events) -> dict[int, dict]:
@@ -271,15 +271,8 @@ def test_a_fault_is_decided_on_the_watched_node_and_marked_against_the_fresh_one
         return real_get(name)
 
     fleet.get_node = counted  # type: ignore[method-assign]
-    h = quarantine.QuarantineHandler(
-        store,
-        fleet,
-        policy_with(Stage.QUARANTINE),
-        CircuitBreaker(store, policy_with(Stage.QUARANTINE).breaker, lambda: 100),
-        observer,
-        clock=clock,
-        node_view=lambda name: stale if name == "n1" else None,
-    )
+    watched = {"n1": stale}
+    h = handler(store, fleet, policy_with(Stage.QUARANTINE), clock, observer, node_view=watched.get)
     records = run(store, h, xid("n1"))
 
     assert records[1]["disposition"] == "quarantined"
@@ -291,15 +284,7 @@ def test_a_fault_is_decided_on_the_watched_node_and_marked_against_the_fresh_one
 
 def test_a_node_the_watch_has_not_seen_is_read(store, clock, observer) -> None:
     fleet = cluster()
-    h = quarantine.QuarantineHandler(
-        store,
-        fleet,
-        policy_with(Stage.QUARANTINE),
-        CircuitBreaker(store, policy_with(Stage.QUARANTINE).breaker, lambda: 100),
-        observer,
-        clock=clock,
-        node_view=lambda name: None,
-    )
+    h = handler(store, fleet, policy_with(Stage.QUARANTINE), clock, observer, node_view=lambda name: None)
     assert run(store, h, xid("n2"))[1]["disposition"] == "quarantined"
     assert nodes.unschedulable(fleet.get_node("n2"))
 
