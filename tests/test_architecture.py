@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,11 +61,17 @@ def test_client_contracts_cover_every_other_package(contract: str) -> None:
     assert len(_top_level() - sources) <= 2, f"{contract}: only the owning packages may be left out"
 
 
-def _dynamic_calls() -> set[tuple[str, str]]:
-    calls: set[tuple[str, str]] = set()
+def _modules() -> Iterator[tuple[str, ast.Module]]:
+    """Every module of the package: its dotted name and its syntax tree."""
     for path in sorted(SRC.rglob("*.py")):
         module = ".".join(("dsx", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        yield module, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _dynamic_calls() -> set[tuple[str, str]]:
+    calls: set[tuple[str, str]] = set()
+    for module, tree in _modules():
+        for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 name = ast.unparse(node.func)
                 if name in DYNAMIC:
@@ -87,3 +94,34 @@ def test_dynamic_imports_are_listed_with_a_reason() -> None:
     assert calls - set(allowed) == set(), f"list these in {ALLOW_LIST.name} with the reason they keep to the tiers"
     assert set(allowed) - calls == set(), f"{ALLOW_LIST.name} lists calls that are gone"
     assert all(len(reason) > 20 for reason in allowed.values())
+
+
+ENTRY_POINTS = {"dsx.__main__", "dsx.cli", "dsx.api", "dsx.controllers", "dsx.demo"}
+"""The tier that reads the process's environment and hands what it read down as arguments."""
+
+ENVIRONMENT_READERS = {
+    "dsx.settings.folders": "a library caller without an entry point is its own: paths() reads os.environ then",
+    "dsx.executors.local.worker": "the worker process's own entry point (python -m dsx.executors.local.worker)",
+    "dsx.executors.local.executor": "hands its environment on to the worker processes it starts",
+    "dsx.sim.binaries": "hands its environment on to the control-plane build script it runs",
+}
+"""Modules outside the entry points that read os.environ, each with its reason."""
+
+
+def _environment_readers() -> set[str]:
+    readers: set[str] = set()
+    for module, tree in _modules():
+        for node in ast.walk(tree):
+            reads = isinstance(node, ast.Attribute) and ast.unparse(node) in ("os.environ", "os.environb", "os.getenv")
+            imports = isinstance(node, ast.ImportFrom) and node.module == "os"
+            if reads or (imports and {a.name for a in node.names} & {"environ", "environb", "getenv"}):  # type: ignore[union-attr]
+                readers.add(module)
+    return readers
+
+
+def test_only_entry_points_read_the_environment() -> None:
+    """Domain, foundation and adapters are handed folders and settings; they never read the environment."""
+    readers = _environment_readers()
+    assert "dsx.cli.main" in readers, "the scan finds the CLI's one reading; an empty scan is a broken scan"
+    outside = {m for m in readers if not any(m == e or m.startswith(e + ".") for e in ENTRY_POINTS)}
+    assert outside == set(ENVIRONMENT_READERS)

@@ -229,7 +229,7 @@ def test_old_snake_case_catalog_keys_read_the_same_with_one_warning_each(caplog:
         ),
         (
             lambda d, w: d["gpuLost"][1].update(markers=[""]),
-            "xid-catalog.yaml: gpuLost[1].markers[0]: '' is out of range; allowed: a string of length at least 1",
+            "xid-catalog.yaml: gpuLost[1].markers[0]: must not be empty",
         ),
         (lambda d, w: d["multiLine"][0].update(id="NOPE"), "multiLine[0].id: 'NOPE' is not allowed"),
         (

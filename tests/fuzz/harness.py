@@ -511,9 +511,9 @@ def run_case(
     stdout, stderr = io.StringIO(), io.StringIO()
     code = 0
     problem: str | None = None
-    from dsx import settings
+    from dsx.settings import folders
 
-    _GUARD.allowed = (str(case_dir.resolve()), str(case_dir), str(settings.paths().cache_dir))
+    _GUARD.allowed = (str(case_dir.resolve()), str(case_dir), str(folders.paths().cache_dir))
     _GUARD.escaped = []
     started = time.perf_counter()
     try:

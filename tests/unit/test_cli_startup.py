@@ -59,7 +59,7 @@ FAST_PATH_BANNED = {
     "dsx.model.criteria",
     "dsx.recipes.catalog",  # loading and checking YAML: only on a compiled-cache miss
     "dsx.serialization",
-    "dsx.settings",
+    "dsx.settings.folders",  # the folder rule is read as text (dsx.settings.cache_root); no PathSettings
 }
 """What the console script must not load for a plain `dsx recipe` or `dsx query` (docs/cli-startup.md)."""
 

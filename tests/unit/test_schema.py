@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import math
+from typing import Annotated
 
 import msgspec
 import pytest
@@ -59,6 +60,48 @@ def test_a_mismatch_names_the_file_the_field_and_what_is_allowed(data: object, m
 def test_the_separator_and_the_error_class_are_the_callers() -> None:
     with pytest.raises(CatalogError, match=r"^c.yaml: leaf: field: 'size' is not allowed; allowed values: colour"):
         schema.decode({"name": "a", "leaf": {"size": 1}}, Root, source="c.yaml", separator=": ", error=CatalogError)
+
+
+class Deep(msgspec.Struct, frozen=True, kw_only=True):
+    """A float only under a dict of unions of lists: the finite-number rule must still find it."""
+
+    values: dict[str, list[int | float] | None] = {}
+    untyped: object = None
+
+
+def test_a_float_deep_inside_or_in_an_untyped_field_is_still_checked() -> None:
+    with pytest.raises(BadInputError, match=r"^d: values\.a\[1\]: expected a finite number, got inf$"):
+        schema.decode({"values": {"a": [1, math.inf]}}, Deep, source="d", separator=": ")
+    with pytest.raises(BadInputError, match=r"^d: untyped: expected a finite number, got nan$"):
+        schema.decode({"untyped": math.nan}, Deep, source="d", separator=": ")
+
+
+class Tagged(msgspec.Struct, frozen=True, kw_only=True):
+    tags: dict[str, str] = {}
+    groups: dict[str, list[int]] = {}
+    names: list[Annotated[str, msgspec.Meta(min_length=1)]] = []
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"tags": {"a": "x", "b": 1}}, "t: tags.b: expected a string, got 1"),
+        ({"tags": {"a": "x", "b.c": None}}, "t: tags[b.c]: expected a string, got None"),
+        ({"groups": {"a": [1], "b": [2, "x"]}}, "t: groups.b[1]: expected an integer, got 'x'"),
+        ({"tags": {1: "a"}}, "t: tags: every key must be a string, one is an integer"),
+        ({"names": ["a", ""]}, "t: names[1]: must not be empty"),
+    ],
+)
+def test_a_bad_entry_of_a_mapping_is_named_by_its_key(data: object, message: str) -> None:
+    """msgspec says `$.tags[...]` for "some value of this mapping"; the message names the key."""
+    with pytest.raises(BadInputError) as info:
+        schema.decode(data, Tagged, source="t", separator=": ")
+    assert str(info.value) == message
+
+
+def test_only_kinds_that_can_hold_a_float_are_walked_for_one() -> None:
+    assert schema._may_hold_floats(Root) and schema._may_hold_floats(Deep)
+    assert not schema._may_hold_floats(Leaf)  # enums, integers and a dict of strings
 
 
 def test_query_strings_decode_when_not_strict() -> None:

@@ -1,5 +1,6 @@
-"""`dsx.settings.from_env` is the one reader of the environment: it reads the mapping it is given,
-and the CLI's entry point reads `os.environ` with it once per command."""
+"""`dsx.settings` holds the one rule for where dsx keeps its folders, over the mapping it is given;
+`dsx.settings.folders` builds `PathSettings` from it, and the CLI's entry point reads `os.environ`
+with it once per command. Domain code is handed the folder (`resolve.document(..., cache_dir=)`)."""
 
 from __future__ import annotations
 
@@ -12,42 +13,68 @@ import pytest
 from dsx import settings
 from dsx.cli import main
 from dsx.recipes import catalog, compiled
+from dsx.settings import folders
 
 
 def test_explicit_folders_win() -> None:
-    found = settings.from_env(
-        {"DSX_CACHE_DIR": "/c", "DSX_STATE_DIR": "/s", "XDG_CACHE_HOME": "/x", "DSX_SERVICE_ACCOUNT_DIR": "/sa"}
-    )
-    assert (found.cache_dir, found.state_dir, found.service_account_dir) == (Path("/c"), Path("/s"), Path("/sa"))
+    found = folders.from_env({"DSX_CACHE_DIR": "/c", "DSX_STATE_DIR": "/s", "XDG_CACHE_HOME": "/x"})
+    assert (found.cache_dir, found.state_dir) == (Path("/c"), Path("/s"))
+    assert settings.service_account_root({"DSX_SERVICE_ACCOUNT_DIR": "/sa"}) == "/sa"
     assert (found.chart_cache, found.sim_dir) == (Path("/c/charts"), Path("/s/sim"))
 
 
 def test_xdg_then_home_and_empty_means_unset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    found = settings.from_env({"DSX_CACHE_DIR": "", "XDG_CACHE_HOME": "/xdg", "XDG_STATE_HOME": ""})
+    found = folders.from_env({"DSX_CACHE_DIR": "", "XDG_CACHE_HOME": "/xdg", "XDG_STATE_HOME": ""})
     assert found.cache_dir == Path("/xdg/dsx")
     assert found.state_dir == tmp_path / ".local" / "state" / "dsx"
-    assert found.service_account_dir == settings.SERVICE_ACCOUNT_DIR
+    assert settings.service_account_root({"DSX_SERVICE_ACCOUNT_DIR": ""}) == settings.SERVICE_ACCOUNT_DIR
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"DSX_CACHE_DIR": "/x/cache", "DSX_STATE_DIR": "/x/state", "DSX_SERVICE_ACCOUNT_DIR": "/sa"},
+        {"XDG_CACHE_HOME": "/xdg", "XDG_STATE_HOME": "/xdg-state"},
+        {"DSX_CACHE_DIR": "", "XDG_CACHE_HOME": "/xdg", "DSX_SERVICE_ACCOUNT_DIR": ""},
+    ],
+)
+def test_the_text_rule_and_path_settings_agree(environ: dict[str, str]) -> None:
+    """The fast path uses the rule as text (`settings.cache_root`); `folders.from_env` is the same rule."""
+    found = folders.from_env(environ)
+    assert Path(settings.cache_root(environ)) == found.cache_dir
+    assert Path(settings.state_root(environ)) == found.state_dir
+
+
+def test_importing_settings_costs_no_dataclasses_or_pathlib() -> None:
+    """`dsx recipe`'s fast path imports `dsx.settings` for the rule: it must stay as light as `os`."""
+    import subprocess
+    import sys
+
+    code = "import sys, dsx.settings; print(sorted({'dataclasses', 'pathlib', 'typing'} & set(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
 
 
 def test_without_an_entry_point_paths_reads_the_process_environment_when_called(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DSX_STATE_DIR", "/first")
-    assert settings.paths().state_dir == Path("/first")
+    assert folders.paths().state_dir == Path("/first")
     monkeypatch.setenv("DSX_STATE_DIR", "/second")
-    assert settings.paths().sim_dir == Path("/second/sim")
+    assert folders.paths().sim_dir == Path("/second/sim")
 
 
 def test_inside_an_entry_point_paths_is_what_the_entry_point_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSX_CACHE_DIR", "/read-at-start")
-    with settings.entry_point(os.environ) as found:
+    with folders.entry_point(os.environ) as found:
         monkeypatch.setenv("DSX_CACHE_DIR", "/changed-later")
-        assert settings.paths() is found and found.cache_dir == Path("/read-at-start")
-        with settings.entry_point({"DSX_CACHE_DIR": "/inner"}):
-            assert settings.paths().cache_dir == Path("/inner")
-        assert settings.paths().cache_dir == Path("/read-at-start")
-    assert settings.paths().cache_dir == Path("/changed-later")  # after the entry point: the library default
+        assert folders.paths() is found and found.cache_dir == Path("/read-at-start")
+        with folders.entry_point({"DSX_CACHE_DIR": "/inner"}):
+            assert folders.paths().cache_dir == Path("/inner")
+        assert folders.paths().cache_dir == Path("/read-at-start")
+    assert folders.paths().cache_dir == Path("/changed-later")  # after the entry point: the library default
 
 
 RECIPE = ["recipe", "--service", "eks", "--accelerator", "h100", "--intent", "training"]
@@ -58,14 +85,14 @@ def test_dsx_cache_dir_places_the_cli_cache_as_before(tmp_path: Path, monkeypatc
     (click's path: `--debug` sends even `dsx recipe` there)."""
     monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
     seen: list[Path] = []
-    real = settings.from_env
+    real = folders.from_env
 
-    def spy(environ: Mapping[str, str]) -> settings.PathSettings:
+    def spy(environ: Mapping[str, str]) -> folders.PathSettings:
         found = real(environ)
         seen.append(found.cache_dir)
         return found
 
-    monkeypatch.setattr(settings, "from_env", spy)
+    monkeypatch.setattr(folders, "from_env", spy)
     catalog.load.cache_clear()  # an earlier test in this process may have loaded the catalog already
     monkeypatch.setattr(compiled, "_loaded", {})  # and its compiled form
     with pytest.raises(SystemExit) as exit_info:
@@ -76,8 +103,8 @@ def test_dsx_cache_dir_places_the_cli_cache_as_before(tmp_path: Path, monkeypatc
 
 
 def test_the_fast_path_caches_under_dsx_cache_dir_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Plain `dsx recipe` runs without click or `dsx.settings` (dsx.cli.entry); its compiled catalog
-    goes to the same folder (`compiled.cache_dir` answers as `settings.from_env` does)."""
+    """Plain `dsx recipe` runs without click or `dsx.settings.folders` (dsx.cli.entry); its compiled
+    catalog goes to the same folder (`settings.cache_root`, the rule `folders.from_env` uses)."""
     monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(compiled, "_loaded", {})  # an earlier test may have loaded it in this process
     with pytest.raises(SystemExit) as exit_info:

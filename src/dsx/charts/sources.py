@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dsx import catalog, settings
+from dsx import catalog
 from dsx.lint import chart as chart_data
 from dsx.lint.ports import ChartSource, ChartUnavailable, chart_name
 from dsx.model.recipe import ComponentRef
+from dsx.settings import folders
 
 
 def version_spellings(version: str) -> list[str]:
@@ -87,7 +88,7 @@ def default_source(
     charts_dir: Path | None = None, *, offline: bool = False, cache_dir: Path | None = None
 ) -> ChartSource:
     """The standard lookup chain; `offline` leaves out the repository fetch."""
-    cache = cache_dir if cache_dir is not None else settings.paths().chart_cache
+    cache = cache_dir if cache_dir is not None else folders.paths().chart_cache
     chain: list[ChartSource] = []
     if charts_dir is not None:
         chain.append(DirectorySource(charts_dir, "--charts"))

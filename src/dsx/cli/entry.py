@@ -158,15 +158,18 @@ def _command(verb: str, given: dict[str, Any]) -> Callable[[], None] | None:
     if verb == "query" and selector is None:
         return None  # required: click says so
     flags = {key: given.get(key) for key in _criteria_flags().values()}
+    from dsx import settings  # the rule as text: no dataclasses or pathlib on this path
+
+    cache_dir = settings.cache_root(os.environ)  # this entry point's one reading of the environment
 
     def recipe() -> None:
         from dsx.model import dimensions
         from dsx.recipes import resolve
 
-        document = resolve.document(dimensions.normalize_flags(flags))
+        document = resolve.document(dimensions.normalize_flags(flags), cache_dir=cache_dir)
         if strict:
             meta = document["metadata"]
-            resolve.check_validated(meta["name"], meta["criteria"], meta["unvalidatedCriteria"])
+            resolve.check_validated(meta["name"], meta["criteria"], meta["unvalidatedCriteria"], cache_dir=cache_dir)
         cli_output.emit(document, fmt, target)
 
     def query() -> None:
@@ -174,7 +177,7 @@ def _command(verb: str, given: dict[str, Any]) -> Callable[[], None] | None:
         from dsx.recipes import resolve
         from dsx.recipes import selector as selector_module
 
-        document = resolve.document(dimensions.normalize_flags(flags))
+        document = resolve.document(dimensions.normalize_flags(flags), cache_dir=cache_dir)
         value = selector_module.select(selector_module.hydrated(document), selector)
         cli_output.emit_selected(value, fmt, target)
 

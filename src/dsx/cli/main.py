@@ -13,9 +13,10 @@ import sys
 
 import click
 
-from dsx import extras, settings
+from dsx import extras
 from dsx.cli import entry
 from dsx.errors import DsxError
+from dsx.settings import folders
 
 # command name → "module:attribute"; a module is imported only when its command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -101,8 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     if logs is not None:
         logs.reset()
     try:
-        # the one reading of the environment for this command (settings.entry_point)
-        with settings.entry_point(os.environ):
+        # the one reading of the environment for this command (dsx.settings.folders.entry_point)
+        with folders.entry_point(os.environ):
             # with standalone_mode=False click returns (not raises) the code of a raised Exit
             code = cli.main(args=args, prog_name="dsx", standalone_mode=False)
         if isinstance(code, int) and code:

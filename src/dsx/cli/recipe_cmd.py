@@ -73,6 +73,7 @@ def criteria_options(func: F) -> F:
 def resolve_from_flags(params: dict[str, Any], strict: bool) -> Any:
     """The recipe the criteria flags (and --config, --snapshot) ask for; shared by every command taking them."""
     from dsx.recipes import inputs, resolve
+    from dsx.settings import folders
 
     flags = {
         "service": params["service"],
@@ -85,9 +86,10 @@ def resolve_from_flags(params: dict[str, Any], strict: bool) -> Any:
     gathered = inputs.gather(flags, config_path=params["config_path"], snapshot_path=params["snapshot_path"])
     for warning in gathered.warnings:
         click.echo(f"dsx: warning: {warning}", err=True)
-    recipe = resolve.resolve(gathered.criteria)
+    cache_dir = str(folders.paths().cache_dir)
+    recipe = resolve.resolve(gathered.criteria, cache_dir=cache_dir)
     if strict:
-        resolve.require_validated(recipe)
+        resolve.require_validated(recipe, cache_dir=cache_dir)
     return recipe
 
 

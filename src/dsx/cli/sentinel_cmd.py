@@ -27,6 +27,7 @@ from dsx.cli import output as cli_output
 from dsx.cli import sentinel_render
 from dsx.cli.params import INT64_MAX, FiniteFloatRange, log_format_option
 from dsx.cli.sentinel_parse_cmd import parse
+from dsx.settings import folders
 
 if TYPE_CHECKING:
     from dsx.health.eventstore import EventStore, StageRecord
@@ -36,7 +37,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _default_store() -> str:
-    folder = settings.paths().state_dir / "sentinel"
+    folder = folders.paths().state_dir / "sentinel"
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'events.db'}"
 
@@ -277,7 +278,7 @@ def run(
     import os
     import signal
 
-    from dsx import logs, settings
+    from dsx import logs
     from dsx.api import security
     from dsx.controllers import sentinel as runtime
     from dsx.controllers import sentinel_wiring
@@ -293,7 +294,7 @@ def run(
     folder = (
         Path(state_dir)
         if state_dir
-        else settings.paths().state_dir / "sentinel" / (f"sim-{sim_name}" if sim_name else "default")
+        else folders.paths().state_dir / "sentinel" / (f"sim-{sim_name}" if sim_name else "default")
     )
     election = _election(leader_options)
     options = runtime.SentinelOptions(

@@ -60,7 +60,7 @@ def kube_client(kubeconfig: str | None, context: str | None) -> KubeClient:
     from dsx.kube.incluster import require
 
     current = click.get_current_context(silent=True)
-    found = require(kubeconfig, current.command_path if current else "dsx")
+    found = require(kubeconfig, current.command_path if current else "dsx", os.environ)
     return KubeClient(found, context=context)
 
 

@@ -15,6 +15,7 @@ most `ingest.MAX_EVENTS_PER_REQUEST` events, the limit the sentinel's ingest acc
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -199,7 +200,7 @@ def run_kube_monitor(kubeconfig: str | None, sink: Sink, *, once: bool, stop: th
     stop = stop or threading.Event()
     monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
     sent = 0
-    with KubeClient(incluster.require(kubeconfig, "monitor kube")) as client:
+    with KubeClient(incluster.require(kubeconfig, "monitor kube", os.environ)) as client:
         if once:
             for node in client.list_nodes():
                 found = monitor.observe(node)

@@ -68,6 +68,7 @@ from dsx.kube import leader
 from dsx.kube.client import KubeClient
 from dsx.kube.watch import ResourceWatch
 from dsx.model.health import HealthEvent, NodeState
+from dsx.settings import folders
 from dsx.store import open_store
 from dsx.store.group_commit import GroupCommit
 
@@ -85,7 +86,7 @@ def default_owner() -> str:
 class SentinelOptions:
     policy: SentinelPolicy
     store_url: str
-    state_dir: Path = field(default_factory=lambda: settings.paths().state_dir / "sentinel")
+    state_dir: Path = field(default_factory=lambda: folders.paths().state_dir / "sentinel")
     """Monitor cursors and other local state."""
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT

@@ -18,6 +18,7 @@ sentinel that imports `dsx.sim`.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def real(policy: SentinelPolicy, kubeconfig: Path | None) -> SentinelParts:
             "certification.image in the policy (or pass --image IMAGE; an image with dsx[collectives], "
             "e.g. ghcr.io/dsx-run/dsx-workload) — the sentinel never stands in for a node with a local run"
         )
-    client = KubeClient(incluster.require(kubeconfig, "sentinel run", alternative=" or --sim NAME"))
+    client = KubeClient(incluster.require(kubeconfig, "sentinel run", os.environ, alternative=" or --sim NAME"))
     recertifier: Recertifier | None = None
     if policy.certification.image and (needed or policy.switch(Stage.VALIDATION).enabled):
         from dsx.kube import certify_jobs, jobs

@@ -2,10 +2,11 @@
 service account, in the order kubectl and client-go use.
 
 Inside a pod the kubelet mounts `token`, `ca.crt` and `namespace` under
-/var/run/secrets/kubernetes.io/serviceaccount (settings.service_account_dir, overridable with
+/var/run/secrets/kubernetes.io/serviceaccount (`dsx.settings.service_account_root`, overridable with
 DSX_SERVICE_ACCOUNT_DIR) and sets KUBERNETES_SERVICE_HOST/PORT. The token is never copied: the
 client reads it from its file, and again whenever the apiserver answers 401, so a token the
-kubelet rotated is picked up without a restart.
+kubelet rotated is picked up without a restart. Every function here reads the environment its
+caller passes (an entry point's `os.environ`, a test's dict), never the process's own.
 """
 
 from __future__ import annotations
@@ -64,17 +65,16 @@ class InCluster:
         return f"in-cluster service account ({self.account_dir})"
 
 
-def detect(environ: Mapping[str, str] | None = None, account_dir: Path | None = None) -> InCluster | None:
+def detect(environ: Mapping[str, str], account_dir: Path | None = None) -> InCluster | None:
     """The pod's service account, or None outside a pod (no KUBERNETES_SERVICE_HOST/PORT).
 
     Inside a pod whose token or CA is missing this is an error, not None: the pod asked for the
     API (the environment says so) and would otherwise fall through to a confusing "no cluster".
     """
-    env = os.environ if environ is None else environ
-    host, port = env.get(HOST_ENV, ""), env.get(PORT_ENV, "")
+    host, port = environ.get(HOST_ENV, ""), environ.get(PORT_ENV, "")
     if not host or not port:
         return None
-    folder = account_dir or settings.service_account_dir()
+    folder = account_dir or Path(settings.service_account_root(environ))
     missing = [p.name for p in (folder / "token", folder / "ca.crt") if not p.is_file()]
     if missing:
         raise errors.NotFoundError(
@@ -86,7 +86,7 @@ def detect(environ: Mapping[str, str] | None = None, account_dir: Path | None = 
     return InCluster(f"https://{host}:{port}", folder)
 
 
-def locate(explicit: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Path | InCluster | None:
+def locate(explicit: str | Path | None, environ: Mapping[str, str]) -> Path | InCluster | None:
     """The cluster a command means, as kubectl finds it, or None when nothing names one.
 
     --kubeconfig, else the first existing file of $KUBECONFIG, else ~/.kube/config when it
@@ -94,18 +94,19 @@ def locate(explicit: str | Path | None = None, environ: Mapping[str, str] | None
     """
     if explicit:
         return Path(explicit)
-    env = os.environ if environ is None else environ
-    for candidate in _kubeconfig_files(env):
+    for candidate in _kubeconfig_files(environ):
         if candidate.is_file():
             return candidate
-    return detect(env)
+    return detect(environ)
 
 
-def require(explicit: str | Path | None, what: str, *, alternative: str = "") -> Path | InCluster:
+def require(
+    explicit: str | Path | None, what: str, environ: Mapping[str, str], *, alternative: str = ""
+) -> Path | InCluster:
     """`locate`, or NotFoundError naming every place looked at (`what`: the command; `alternative`: its other way)."""
-    found = locate(explicit)
+    found = locate(explicit, environ)
     if found is None:
-        looked = ", ".join(str(p) for p in _kubeconfig_files(os.environ))
+        looked = ", ".join(str(p) for p in _kubeconfig_files(environ))
         raise errors.NotFoundError(
             f"{what}: no cluster: kubeconfig not found ({looked}) and not in a pod ({HOST_ENV} unset): "
             f"give --kubeconfig FILE{alternative} or set KUBECONFIG"

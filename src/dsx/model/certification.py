@@ -15,9 +15,12 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from dsx.errors import BadInputError, allowed_values_message
+from dsx.model import schema
 
 API_VERSION = "dsx.certify/v1alpha1"
 
@@ -234,66 +237,32 @@ class Certification:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], *, source: str = "certification") -> Certification:
         """Read the camelCase form used in a recipe's `certification:` block or a spec file."""
-        known = {
-            "name",
-            "categories",
-            "thresholds",
-            "scale",
-            "target",
-            "runTimeoutSeconds",
-            "stallTimeoutSeconds",
-            "ranksPerNode",
-            "accelerator",
-            "interconnect",
-            "isolate",
-        }
-        _no_unknown(raw, known, source)
+        doc = schema.decode(raw, _CertificationDoc, source=source, separator=": ")
         categories = []
-        raw_categories = raw.get("categories", [])
-        if not isinstance(raw_categories, list):
-            raise BadInputError(f"{source}: categories must be a list")
-        for index, entry in enumerate(raw_categories):
-            where = f"{source}: categories[{index}]"
+        for index, entry in enumerate(doc.categories):
             if isinstance(entry, str):
                 categories.append(CategoryRequest(name=entry))
                 continue
-            if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-                raise BadInputError(f"{where}: expected a category name or a mapping with `name`")
-            _no_unknown(entry, {"name", "scale", "thresholds"}, where)
-            categories.append(
-                CategoryRequest(
-                    name=entry["name"],
-                    scale=_scale(entry.get("scale"), where),
-                    thresholds=parse_thresholds(entry.get("thresholds", {}), f"{where}.thresholds"),
-                )
-            )
-        target = raw.get("target", {})
-        if not isinstance(target, Mapping):
-            raise BadInputError(f"{source}: target must be a mapping")
-        _no_unknown(target, {"nodeNames", "nodeSelector", "nodeCount"}, f"{source}.target")
-        defaults = Timeouts()
+            where = f"{source}: categories[{index}]"
+            thresholds = parse_thresholds(entry.thresholds, f"{where}.thresholds")
+            categories.append(CategoryRequest(name=entry.name, scale=entry.scale, thresholds=thresholds))
+        target = doc.target
         return cls(
-            name=_string(raw.get("name", "certification"), f"{source}: name"),
+            name=doc.name,
             target=Target(
-                node_names=tuple(_strings(target.get("nodeNames", []), f"{source}.target.nodeNames")),
-                node_selector=dict(_string_map(target.get("nodeSelector", {}), f"{source}.target.nodeSelector")),
-                node_count=_positive_int(target.get("nodeCount"), f"{source}.target.nodeCount"),
+                node_names=target.node_names, node_selector=target.node_selector, node_count=target.node_count
             ),
             categories=tuple(categories),
-            thresholds=parse_thresholds(raw.get("thresholds", {}), f"{source}.thresholds"),
-            scale=_scale(raw.get("scale"), source),
+            thresholds=parse_thresholds(doc.thresholds, f"{source}.thresholds"),
+            scale=doc.scale,
             timeouts=Timeouts(
-                run_timeout_seconds=_seconds(
-                    raw.get("runTimeoutSeconds", defaults.run_timeout_seconds), f"{source}.runTimeoutSeconds"
-                ),
-                stall_timeout_seconds=_seconds(
-                    raw.get("stallTimeoutSeconds", defaults.stall_timeout_seconds), f"{source}.stallTimeoutSeconds"
-                ),
+                run_timeout_seconds=float(doc.run_timeout_seconds),
+                stall_timeout_seconds=float(doc.stall_timeout_seconds),
             ),
-            ranks_per_node=_positive_int(raw.get("ranksPerNode", 1), f"{source}.ranksPerNode") or 1,
-            accelerator=_string(raw.get("accelerator", ""), f"{source}: accelerator").lower(),
-            interconnect=_string(raw.get("interconnect", ""), f"{source}: interconnect").lower(),
-            isolate=bool(raw.get("isolate", True)),
+            ranks_per_node=doc.ranks_per_node,
+            accelerator=doc.accelerator.lower(),
+            interconnect=doc.interconnect.lower(),
+            isolate=doc.isolate,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -331,6 +300,38 @@ class Certification:
             out["interconnect"] = self.interconnect
         out["isolate"] = self.isolate
         return out
+
+
+_Positive = Annotated[int, msgspec.Meta(ge=1)]
+_Seconds = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class _CategoryDoc(schema.Section, frozen=True):
+    name: str
+    scale: Scale | None = None
+    thresholds: dict[str, Any] = msgspec.field(default_factory=dict)  # parse_thresholds: metrics, old names, CEL
+
+
+class _TargetDoc(schema.Section, frozen=True):
+    node_names: tuple[str, ...] = ()
+    node_selector: dict[str, str] = msgspec.field(default_factory=dict)
+    node_count: _Positive | None = None
+
+
+class _CertificationDoc(schema.Section, frozen=True):
+    """A certification request's shape (see `Certification.from_dict`); defaults are `Timeouts`'."""
+
+    name: str = "certification"
+    categories: tuple[str | _CategoryDoc, ...] = ()
+    thresholds: dict[str, Any] = msgspec.field(default_factory=dict)
+    scale: Scale | None = None
+    target: _TargetDoc = _TargetDoc()
+    run_timeout_seconds: _Seconds = Timeouts.run_timeout_seconds
+    stall_timeout_seconds: _Seconds = Timeouts.stall_timeout_seconds
+    ranks_per_node: _Positive = 1
+    accelerator: str = ""
+    interconnect: str = ""
+    isolate: bool = True
 
 
 def parse_thresholds(raw: Any, source: str) -> dict[Metric, str]:
@@ -417,53 +418,6 @@ def overall_result(statuses: Sequence[Status], *, running: bool = False) -> Resu
 
 
 # --- field readers ----------------------------------------------------------------------------
-
-
-def _no_unknown(raw: Mapping[str, Any], known: set[str], source: str) -> None:
-    for key in raw:
-        if key not in known:
-            raise BadInputError(allowed_values_message(source, "field", key, sorted(known)))
-
-
-def _scale(value: Any, source: str) -> Scale | None:
-    if value is None:
-        return None
-    try:
-        return Scale(value)
-    except ValueError:
-        raise BadInputError(allowed_values_message(source, "scale", value, [s.value for s in Scale])) from None
-
-
-def _string(value: Any, source: str) -> str:
-    if not isinstance(value, str):
-        raise BadInputError(f"{source} must be a string")
-    return value
-
-
-def _strings(value: Any, source: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise BadInputError(f"{source}: must be a list of strings")
-    return list(value)
-
-
-def _string_map(value: Any, source: str) -> dict[str, str]:
-    if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
-        raise BadInputError(f"{source}: must be a mapping of label to string value")
-    return {str(k): v for k, v in value.items()}
-
-
-def _positive_int(value: Any, source: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadInputError(f"{source}: must be a positive integer, got {value!r}")
-    return value
-
-
-def _seconds(value: Any, source: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise BadInputError(f"{source}: must be a positive number of seconds, got {value!r}")
-    return float(value)
 
 
 def _finite(value: float) -> float | None:

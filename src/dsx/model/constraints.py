@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dsx.errors import BadInputError, allowed_values_message
+from dsx.model import schema
 
 
 class Operator(enum.StrEnum):
@@ -109,37 +109,40 @@ def parse_operator(text: str, *, source: str) -> Operator:
         raise BadInputError(allowed_values_message(source, "operator", text, [o.value for o in Operator])) from exc
 
 
+class _ConstraintDoc(schema.Section, frozen=True):
+    """The mapping form; the string form is one expression (`_EXPRESSION`)."""
+
+    name: str = ""
+    operator: str = ""
+    value: str | int | float | None = None
+
+
 def parse_constraint(raw: object, *, source: str) -> Constraint:
     """A constraint from `"K8s.server.version >= 1.30"` or `{name, operator, value}`."""
-    if isinstance(raw, str):
-        match = _EXPRESSION.match(raw)
-        if match is None:
-            raise BadInputError(f"{source}: constraint {raw!r} is not '<Type>.<Subtype>.<Key> <op> <value>'")
-        name, op, value = match.group("name", "op", "value")
-    elif isinstance(raw, Mapping):
-        unknown = sorted(set(raw) - {"name", "operator", "value"})
-        if unknown:
-            raise BadInputError(
-                allowed_values_message(source, "constraint field", unknown[0], ["name", "operator", "value"])
-            )
-        name = str(raw.get("name") or "")
-        op = str(raw.get("operator") or "")
-        value = "" if raw.get("value") is None else str(raw.get("value"))
-        if not op:
-            raise BadInputError(f"{source}: constraint {name!r} has no operator")
-    else:
-        raise BadInputError(f"{source}: constraint must be a string or a mapping, got {type(raw).__name__}")
-    operator = parse_operator(op, source=source)
-    return Constraint(_check_name(name, source), operator, _check_value(operator, value.strip(), source))
+    doc = schema.decode(raw, str | _ConstraintDoc, source=source, separator=": ")  # type: ignore[arg-type]
+    return _constraint(doc, source)
 
 
 def parse_constraints(raw: object, *, source: str) -> tuple[Constraint, ...]:
     """A list of constraints (`source[i]` names each one in errors); None is the empty list."""
     if raw is None:
         return ()
-    if not isinstance(raw, list):
-        raise BadInputError(f"{source} must be a list")
-    return tuple(parse_constraint(c, source=f"{source}[{i}]") for i, c in enumerate(raw))
+    docs = schema.decode(raw, list[str | _ConstraintDoc], source=source, separator="")
+    return tuple(_constraint(doc, f"{source}[{i}]") for i, doc in enumerate(docs))
+
+
+def _constraint(doc: str | _ConstraintDoc, source: str) -> Constraint:
+    if isinstance(doc, str):
+        match = _EXPRESSION.match(doc)
+        if match is None:
+            raise BadInputError(f"{source}: constraint {doc!r} is not '<Type>.<Subtype>.<Key> <op> <value>'")
+        name, op, value = match.group("name", "op", "value")
+    else:
+        name, op, value = doc.name, doc.operator, "" if doc.value is None else str(doc.value)
+        if not op:
+            raise BadInputError(f"{source}: constraint {name!r} has no operator")
+    operator = parse_operator(op, source=source)
+    return Constraint(_check_name(name, source), operator, _check_value(operator, value.strip(), source))
 
 
 def compare(actual: str, operator: Operator, expected: str, *, source: str = "constraint") -> bool:

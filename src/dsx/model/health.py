@@ -29,13 +29,16 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Annotated, Any
+
+import msgspec
 
 from dsx import cel
 from dsx.errors import BadInputError, ConflictError, allowed_values_message
+from dsx.model import schema
 
 SCHEMA_VERSION = 1
 """Version of the HealthEvent record; bump when a field changes meaning or becomes required."""
@@ -315,8 +318,6 @@ def parse_timestamp(text: object, *, source: str, field_name: str) -> datetime:
     return moment.astimezone(UTC)
 
 
-_E = TypeVar("_E", bound=enum.Enum)
-
 _FIELDS = (
     "schemaVersion",
     "agent",
@@ -337,135 +338,88 @@ _FIELDS = (
     "drainOverrides",
     "idempotencyKey",
 )
-_REQUIRED = ("agent", "componentClass", "checkName", "nodeName", "generatedAt", "isFatal", "isHealthy")
 _STORED_NAMES = tuple(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name) for name in _FIELDS)
 """The version-1 snake_case spelling of each field (the stored form and the key's input)."""
 _CAMEL = {old: new for new, old in zip(_FIELDS, _STORED_NAMES, strict=True) if old != new}
 """Old snake_case key → camelCase field."""
 
 
+class _EntityDoc(schema.Section, frozen=True):
+    type: EntityType
+    value: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _OverridesDoc(schema.Section, frozen=True):
+    force: bool = False
+    skip: bool = False
+
+
+class _EventDoc(schema.Section, frozen=True):
+    """The wire form, decoded by msgspec: types, enums, unknown and missing keys. The rest
+    (blank names, the action's name, the timestamp's zone, fatal-and-healthy, the key) is
+    checked after decoding, where a schema cannot say it."""
+
+    agent: str
+    component_class: ComponentClass
+    check_name: str
+    node_name: str
+    generated_at: str
+    is_fatal: bool
+    is_healthy: bool
+    message: str = ""
+    recommended_action: str = RecommendedAction.NONE.name
+    custom_recommended_action: str = ""
+    error_codes: tuple[Annotated[str, msgspec.Meta(min_length=1)], ...] = ()
+    entities: tuple[_EntityDoc, ...] = ()
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    processing_strategy: ProcessingStrategy = ProcessingStrategy.EXECUTE_REMEDIATION
+    quarantine_overrides: _OverridesDoc = _OverridesDoc()
+    drain_overrides: _OverridesDoc = _OverridesDoc()
+    schema_version: Annotated[int, msgspec.Meta(ge=1, le=SCHEMA_VERSION)] = SCHEMA_VERSION
+    idempotency_key: str | None = None
+
+
 def _parse_event(data: Mapping[str, Any], source: str) -> HealthEvent:
-    unknown = sorted(set(data) - set(_FIELDS))
-    if unknown:
-        raise BadInputError(allowed_values_message(source, "field", unknown[0], _FIELDS))
-    missing = [name for name in _REQUIRED if name not in data]
-    if missing:
-        raise BadInputError(f"{source}: missing required field {missing[0]}")
-    version = data.get("schemaVersion", SCHEMA_VERSION)
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
-        raise BadInputError(allowed_values_message(source, "schemaVersion", version, range(1, SCHEMA_VERSION + 1)))
-    is_fatal, is_healthy = _flag(data, "isFatal", source), _flag(data, "isHealthy", source)
-    action = _member(
-        RecommendedAction, data.get("recommendedAction", "NONE"), source, "recommendedAction", by_value=False
-    )
-    custom_action = _text(data, "customRecommendedAction", source)
-    problem = _invariant_problem(is_fatal, is_healthy, action, custom_action)
+    doc = schema.decode(data, _EventDoc, source=source, separator=": ")
+    for name, value in (("agent", doc.agent), ("checkName", doc.check_name), ("nodeName", doc.node_name)):
+        if not value.strip():
+            raise BadInputError(f"{source}: {name}: must not be empty")
+    action = RecommendedAction.__members__.get(doc.recommended_action)
+    if action is None:
+        allowed = list(RecommendedAction.__members__)
+        raise BadInputError(allowed_values_message(source, "recommendedAction", doc.recommended_action, allowed))
+    problem = _invariant_problem(doc.is_fatal, doc.is_healthy, action, doc.custom_recommended_action)
     if problem:
         raise BadInputError(f"{source}: {problem}")
     event = HealthEvent(
-        schema_version=version,
-        agent=_text(data, "agent", source, required=True),
-        component_class=_member(ComponentClass, data["componentClass"], source, "componentClass", by_value=True),
-        check_name=_text(data, "checkName", source, required=True),
-        node_name=_text(data, "nodeName", source, required=True),
-        generated_at=parse_timestamp(data["generatedAt"], source=source, field_name="generatedAt"),
-        is_fatal=is_fatal,
-        is_healthy=is_healthy,
-        message=_text(data, "message", source),
+        schema_version=doc.schema_version,
+        agent=doc.agent,
+        component_class=doc.component_class,
+        check_name=doc.check_name,
+        node_name=doc.node_name,
+        generated_at=parse_timestamp(doc.generated_at, source=source, field_name="generatedAt"),
+        is_fatal=doc.is_fatal,
+        is_healthy=doc.is_healthy,
+        message=doc.message,
         recommended_action=action,
-        custom_recommended_action=custom_action,
-        error_codes=tuple(_texts(data.get("errorCodes", []), source, "errorCodes")),
-        entities=tuple(_entities(data.get("entities", []), source)),
-        metadata=_metadata(data.get("metadata", {}), source),
-        processing_strategy=_member(
-            ProcessingStrategy,
-            data.get("processingStrategy", ProcessingStrategy.EXECUTE_REMEDIATION.value),
-            source,
-            "processingStrategy",
-            by_value=True,
-        ),
-        quarantine_overrides=_overrides(data.get("quarantineOverrides", {}), source, "quarantineOverrides"),
-        drain_overrides=_overrides(data.get("drainOverrides", {}), source, "drainOverrides"),
+        custom_recommended_action=doc.custom_recommended_action,
+        error_codes=doc.error_codes,
+        entities=tuple(Entity(e.type, e.value) for e in doc.entities),
+        metadata=doc.metadata,
+        processing_strategy=doc.processing_strategy,
+        quarantine_overrides=_overrides(doc.quarantine_overrides),
+        drain_overrides=_overrides(doc.drain_overrides),
     )
-    claimed = data.get("idempotencyKey")
-    if claimed is not None and claimed != event.idempotency_key:
+    if doc.idempotency_key is not None and doc.idempotency_key != event.idempotency_key:
         raise BadInputError(
-            f"{source}: idempotencyKey {claimed!r} does not match the content ({event.idempotency_key});"
+            f"{source}: idempotencyKey {doc.idempotency_key!r} does not match the content ({event.idempotency_key});"
             " leave it out to have it derived"
         )
     return event
 
 
-def _text(data: Mapping[str, Any], name: str, source: str, *, required: bool = False) -> str:
-    value = data.get(name, "")
-    if not isinstance(value, str):
-        raise BadInputError(f"{source}: {name}: expected a string, got {type(value).__name__}")
-    if required and not value.strip():
-        raise BadInputError(f"{source}: {name}: must not be empty")
-    return value
-
-
-def _flag(data: Mapping[str, Any], name: str, source: str) -> bool:
-    value = data[name]
-    if not isinstance(value, bool):
-        raise BadInputError(f"{source}: {name}: expected true or false, got {value!r}")
-    return value
-
-
-def _texts(value: object, source: str, name: str) -> list[str]:
-    if not isinstance(value, Sequence) or isinstance(value, str):
-        raise BadInputError(f"{source}: {name}: expected a list of strings")
-    out: list[str] = []
-    for index, item in enumerate(value):
-        if not isinstance(item, str) or not item:
-            raise BadInputError(f"{source}: {name}[{index}]: expected a non-empty string, got {item!r}")
-        out.append(item)
-    return out
-
-
-def _member(kind: type[_E], value: object, source: str, name: str, *, by_value: bool) -> _E:
-    lookup: Mapping[Any, _E] = kind._value2member_map_ if by_value else kind.__members__  # type: ignore[assignment]
-    try:
-        found = lookup.get(value) if isinstance(value, str) else None
-    except TypeError:  # an unhashable value is no member either
-        found = None
-    if found is not None:
-        return found
-    allowed = [m.value if by_value else m.name for m in kind]
-    raise BadInputError(allowed_values_message(source, name, value, allowed))
-
-
-def _entities(value: object, source: str) -> list[Entity]:
-    if not isinstance(value, Sequence) or isinstance(value, str):
-        raise BadInputError(f"{source}: entities: expected a list of {{type, value}} mappings")
-    out: list[Entity] = []
-    for index, item in enumerate(value):
-        where = f"entities[{index}]"
-        if not isinstance(item, Mapping) or set(item) != {"type", "value"}:
-            raise BadInputError(f"{source}: {where}: expected a mapping with exactly the keys type and value")
-        entity_value = item["value"]
-        if not isinstance(entity_value, str) or not entity_value:
-            raise BadInputError(f"{source}: {where}.value: expected a non-empty string")
-        out.append(Entity(_member(EntityType, item["type"], source, f"{where}.type", by_value=True), entity_value))
-    return out
-
-
-def _metadata(value: object, source: str) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise BadInputError(f"{source}: metadata: expected a mapping of strings to strings")
-    for key, item in value.items():
-        if not isinstance(key, str) or not isinstance(item, str):
-            raise BadInputError(f"{source}: metadata.{key}: expected a string value, got {item!r}")
-    return dict(value)
-
-
-def _overrides(value: object, source: str, name: str) -> BehaviourOverrides:
-    if not isinstance(value, Mapping) or not set(value) <= {"force", "skip"}:
-        raise BadInputError(f"{source}: {name}: expected a mapping with the optional keys force and skip")
-    for key, item in value.items():
-        if not isinstance(item, bool):
-            raise BadInputError(f"{source}: {name}.{key}: expected true or false, got {item!r}")
-    return BehaviourOverrides(force=value.get("force", False), skip=value.get("skip", False))
+def _overrides(doc: _OverridesDoc) -> BehaviourOverrides:
+    return NO_OVERRIDES if not (doc.force or doc.skip) else BehaviourOverrides(force=doc.force, skip=doc.skip)
 
 
 class NodeState(enum.Enum):

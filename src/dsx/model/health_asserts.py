@@ -13,9 +13,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
 
-from dsx.errors import BadInputError, allowed_values_message
+import msgspec
+
+from dsx.errors import BadInputError
+from dsx.model import schema
 
 
 class AssertKind(enum.StrEnum):
@@ -37,7 +40,6 @@ STUCK_WAITING_REASONS = frozenset(
     {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "InvalidImageName"}
 )
 _NAMESPACED = frozenset({AssertKind.DEPLOYMENT, AssertKind.STATEFUL_SET, AssertKind.DAEMON_SET, AssertKind.POD})
-_FIELDS = ("kind", "name", "namespace", "selector", "minAvailableReplicas", "minPods")
 
 
 @dataclass(frozen=True)
@@ -87,72 +89,56 @@ class HealthCheckAssert:
     @classmethod
     def from_dict(cls, raw: object, *, source: str) -> HealthCheckAssert:
         """Parse and check one assert; every malformation is a BadInputError naming `source`."""
-        if not isinstance(raw, Mapping):
-            raise BadInputError(f"{source}: a healthCheckAssert must be a mapping, got {type(raw).__name__}")
-        for key in raw:
-            if key not in _FIELDS:
-                raise BadInputError(allowed_values_message(source, "healthCheckAssert field", key, _FIELDS))
-        try:
-            kind = AssertKind(str(raw.get("kind")))
-        except ValueError as exc:
-            raise BadInputError(
-                allowed_values_message(source, "healthCheckAssert kind", raw.get("kind"), [k.value for k in AssertKind])
-            ) from exc
-        name = _text(raw, "name", source)
-        namespace = _text(raw, "namespace", source)
-        selector = raw.get("selector") or {}
-        if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
-            raise BadInputError(f"{source}: {kind.value}: selector must map label names to strings")
-        if kind is AssertKind.POD:
-            pass  # neither name nor selector: every pod in the namespace
-        elif not name:
-            raise BadInputError(f"{source}: {kind.value} assert needs a name")
-        elif selector:
-            raise BadInputError(f"{source}: {kind.value} {name}: selector applies to Pod asserts only")
-        if kind is AssertKind.CRD:
-            if namespace:
-                raise BadInputError(f"{source}: CustomResourceDefinition {name} is cluster-scoped; drop namespace")
-            if "." not in name:
-                raise BadInputError(f"{source}: CustomResourceDefinition name {name!r} is not <plural>.<group>")
-        min_replicas = raw.get("minAvailableReplicas")
-        if min_replicas is not None:
-            if kind not in (AssertKind.DEPLOYMENT, AssertKind.STATEFUL_SET):
-                raise BadInputError(f"{source}: minAvailableReplicas applies to Deployment and StatefulSet only")
-            min_replicas = _count(min_replicas, "minAvailableReplicas", source)
-        min_pods = raw.get("minPods")
-        if min_pods is not None and kind is not AssertKind.POD:
-            raise BadInputError(f"{source}: minPods applies to Pod asserts only")
-        return cls(
-            kind=kind,
-            name=name,
-            namespace=namespace,
-            selector=dict(selector),
-            min_available_replicas=min_replicas,
-            min_pods=1 if min_pods is None else _count(min_pods, "minPods", source),
-        )
+        return _checked(schema.decode(raw, _AssertDoc, source=source, separator=": "), source)
 
 
-def _text(raw: Mapping[str, Any], key: str, source: str) -> str:
-    value = raw.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise BadInputError(f"{source}: healthCheckAssert {key} must be a string")
-    return value
+_Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
-def _count(value: object, key: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadInputError(f"{source}: {key} must be an integer >= 0, got {value!r}")
-    return value
+class _AssertDoc(schema.Section, frozen=True):
+    """An assert's shape; which fields go with which kind is checked after decoding (`_checked`)."""
+
+    kind: AssertKind
+    name: str = ""
+    namespace: str = ""
+    selector: dict[str, str] = msgspec.field(default_factory=dict)
+    min_available_replicas: _Count | None = None
+    min_pods: _Count | None = None
+
+
+def _checked(doc: _AssertDoc, source: str) -> HealthCheckAssert:
+    kind, name = doc.kind, doc.name
+    if kind is AssertKind.POD:
+        pass  # neither name nor selector: every pod in the namespace
+    elif not name:
+        raise BadInputError(f"{source}: {kind.value} assert needs a name")
+    elif doc.selector:
+        raise BadInputError(f"{source}: {kind.value} {name}: selector applies to Pod asserts only")
+    if kind is AssertKind.CRD:
+        if doc.namespace:
+            raise BadInputError(f"{source}: CustomResourceDefinition {name} is cluster-scoped; drop namespace")
+        if "." not in name:
+            raise BadInputError(f"{source}: CustomResourceDefinition name {name!r} is not <plural>.<group>")
+    if doc.min_available_replicas is not None and kind not in (AssertKind.DEPLOYMENT, AssertKind.STATEFUL_SET):
+        raise BadInputError(f"{source}: minAvailableReplicas applies to Deployment and StatefulSet only")
+    if doc.min_pods is not None and kind is not AssertKind.POD:
+        raise BadInputError(f"{source}: minPods applies to Pod asserts only")
+    return HealthCheckAssert(
+        kind=kind,
+        name=name,
+        namespace=doc.namespace,
+        selector=doc.selector,
+        min_available_replicas=doc.min_available_replicas,
+        min_pods=1 if doc.min_pods is None else doc.min_pods,
+    )
 
 
 def parse_asserts(raw: object, *, source: str) -> tuple[HealthCheckAssert, ...]:
+    """A list of asserts (`source[i]` names each one in errors); None is the empty list."""
     if raw is None:
         return ()
-    if not isinstance(raw, list):
-        raise BadInputError(f"{source}: healthCheckAsserts must be a list")
-    return tuple(HealthCheckAssert.from_dict(item, source=f"{source}[{i}]") for i, item in enumerate(raw))
+    docs = schema.decode(raw, list[_AssertDoc], source=source, separator="")
+    return tuple(_checked(doc, f"{source}[{i}]") for i, doc in enumerate(docs))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,12 +12,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from dsx import serialization
-from dsx.errors import BadInputError, NotFoundError, allowed_values_message
+from dsx.errors import BadInputError, NotFoundError
 from dsx.model import constraints as constraint_model
-from dsx.model import health_asserts
+from dsx.model import health_asserts, schema
 
 API_VERSION = "dsx.run/v1alpha1"
 KIND = "Recipe"
@@ -27,21 +29,6 @@ class ComponentType(enum.StrEnum):
     HELM = "Helm"
     MANIFEST = "Manifest"
     KUSTOMIZE = "Kustomize"
-
-
-_COMPONENT_FIELDS = (
-    "name",
-    "type",
-    "chart",
-    "source",
-    "path",
-    "namespace",
-    "version",
-    "values",
-    "dependencyRefs",
-    "healthCheckAsserts",
-    "manifests",
-)
 
 
 @dataclass(frozen=True)
@@ -84,43 +71,63 @@ class ComponentRef:
 
     @classmethod
     def from_dict(cls, raw: object, *, source: str) -> ComponentRef:
-        if not isinstance(raw, Mapping):
-            raise BadInputError(f"{source}: a componentRef must be a mapping")
-        for key in raw:
-            if key not in _COMPONENT_FIELDS:
-                raise BadInputError(allowed_values_message(source, "componentRef field", key, _COMPONENT_FIELDS))
-        name = _required_text(raw, "name", source)
-        where = f"{source}: {name}"
-        try:
-            kind = ComponentType(str(raw.get("type")))
-        except ValueError as exc:
-            raise BadInputError(
-                allowed_values_message(where, "type", raw.get("type"), [t.value for t in ComponentType])
-            ) from exc
-        values = raw.get("values") or {}
-        if not isinstance(values, Mapping):
-            raise BadInputError(f"{where}: values must be a mapping")
-        manifests = raw.get("manifests") or {}
-        if not isinstance(manifests, Mapping) or not all(isinstance(v, str) for v in manifests.values()):
-            raise BadInputError(f"{where}: manifests must map file names to YAML text")
-        deps = raw.get("dependencyRefs") or []
-        if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
-            raise BadInputError(f"{where}: dependencyRefs must be a list of component names")
-        return cls(
-            name=name,
-            type=kind,
-            namespace=_required_text(raw, "namespace", where),
-            version=_required_text(raw, "version", where),
-            chart=str(raw.get("chart") or ""),
-            source=str(raw.get("source") or ""),
-            path=str(raw.get("path") or ""),
-            values=dict(values),
-            dependency_refs=tuple(deps),
-            health_check_asserts=health_asserts.parse_asserts(
-                raw.get("healthCheckAsserts"), source=f"{where}: healthCheckAsserts"
-            ),
-            manifests=dict(manifests),
-        )
+        """Parse one componentRef; every malformation is a BadInputError naming `source` and the field."""
+        return _component(schema.decode(raw, _ComponentRefDoc, source=source, separator=": "), source)
+
+
+_Text = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _ComponentRefDoc(schema.Section, frozen=True):
+    name: _Text
+    type: ComponentType
+    namespace: _Text
+    version: _Text
+    chart: str | None = None
+    source: str | None = None
+    path: str | None = None
+    values: dict[str, Any] | None = None
+    dependency_refs: list[str] | None = None
+    health_check_asserts: list[Any] | None = None  # decoded and checked by dsx.model.health_asserts
+    manifests: dict[str, str] | None = None
+
+
+def _component(doc: _ComponentRefDoc, source: str) -> ComponentRef:
+    asserts = health_asserts.parse_asserts(doc.health_check_asserts, source=f"{source}: {doc.name}: healthCheckAsserts")
+    return ComponentRef(
+        name=doc.name,
+        type=doc.type,
+        namespace=doc.namespace,
+        version=doc.version,
+        chart=doc.chart or "",
+        source=doc.source or "",
+        path=doc.path or "",
+        values=doc.values or {},
+        dependency_refs=tuple(doc.dependency_refs or ()),
+        health_check_asserts=asserts,
+        manifests=doc.manifests or {},
+    )
+
+
+class _MetadataDoc(schema.Section, frozen=True):
+    name: _Text
+    generator: str | None = None
+    criteria: dict[str, Any] | None = None
+    overlays: list[str] | None = None
+    unvalidated_criteria: list[str] | None = None
+    digest: str | None = None
+
+
+class _RecipeDoc(schema.Section, frozen=True):
+    """A recipe document's shape; how its parts fit together is checked after decoding."""
+
+    api_version: str
+    kind: str
+    metadata: _MetadataDoc
+    constraints: list[Any] | None = None  # decoded and checked by dsx.model.constraints
+    component_refs: list[_ComponentRefDoc] | None = None
+    deployment_order: list[str] | None = None
+    certification: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -209,32 +216,23 @@ class Recipe:
                 f"{source}: not a dsx recipe (apiVersion {raw.get('apiVersion')!r}, kind {raw.get('kind')!r}); "
                 f"expected apiVersion {API_VERSION}, kind {KIND}"
             )
-        meta = raw.get("metadata")
-        if not isinstance(meta, Mapping):
-            raise BadInputError(f"{source}: metadata must be a mapping")
-        criteria = meta.get("criteria") or {}
-        if not isinstance(criteria, Mapping):
-            raise BadInputError(f"{source}: metadata.criteria must be a mapping")
+        doc = schema.decode(raw, _RecipeDoc, source=source, separator=": ")
+        meta = doc.metadata
         metadata = RecipeMetadata(
-            name=_required_text(meta, "name", f"{source}: metadata"),
-            generator=str(meta.get("generator") or ""),
-            criteria=dict(criteria),
-            overlays=tuple(_string_list(meta.get("overlays"), f"{source}: metadata.overlays")),
-            unvalidated_criteria=tuple(
-                _string_list(meta.get("unvalidatedCriteria"), f"{source}: metadata.unvalidatedCriteria")
-            ),
-            digest=str(meta.get("digest") or ""),
+            name=meta.name,
+            generator=meta.generator or "",
+            criteria=meta.criteria or {},
+            overlays=tuple(meta.overlays or ()),
+            unvalidated_criteria=tuple(meta.unvalidated_criteria or ()),
+            digest=meta.digest or "",
         )
-        parsed_constraints = constraint_model.parse_constraints(raw.get("constraints"), source=f"{source}: constraints")
-        raw_refs = raw.get("componentRefs") or []
-        if not isinstance(raw_refs, list):
-            raise BadInputError(f"{source}: componentRefs must be a list")
-        refs = tuple(ComponentRef.from_dict(r, source=f"{source}: componentRefs[{i}]") for i, r in enumerate(raw_refs))
+        parsed_constraints = constraint_model.parse_constraints(doc.constraints, source=f"{source}: constraints")
+        refs = tuple(_component(r, f"{source}: componentRefs[{i}]") for i, r in enumerate(doc.component_refs or ()))
         names = [r.name for r in refs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise BadInputError(f"{source}: componentRefs: duplicate component {duplicates[0]!r}")
-        order = _string_list(raw.get("deploymentOrder"), f"{source}: deploymentOrder")
+        order = list(doc.deployment_order or ())
         if sorted(order) != sorted(names):
             missing = sorted(set(names) - set(order)) or sorted(set(order) - set(names))
             raise BadInputError(
@@ -246,15 +244,12 @@ class Recipe:
                     raise BadInputError(f"{source}: {ref.name}: dependencyRefs names unknown component {dep!r}")
                 if order.index(dep) > order.index(ref.name):
                     raise BadInputError(f"{source}: deploymentOrder puts {ref.name} before its dependency {dep}")
-        certification = raw.get("certification")
-        if certification is not None and not isinstance(certification, Mapping):
-            raise BadInputError(f"{source}: certification must be a mapping")
         return cls(
             metadata=metadata,
             constraints=parsed_constraints,
             component_refs=refs,
             deployment_order=tuple(order),
-            certification=dict(certification) if certification is not None else None,
+            certification=doc.certification,
             source=source,
         )
 
@@ -262,20 +257,3 @@ class Recipe:
 def load(path: str) -> Recipe:
     """Read a recipe file (YAML or JSON; `-` is stdin)."""
     return Recipe.from_dict(serialization.load_mapping_file(path), source=str(path))
-
-
-def _required_text(raw: Mapping[str, Any], key: str, source: str) -> str:
-    value = raw.get(key)
-    if value is None or value == "":
-        raise BadInputError(f"{source}: {key} is required")
-    if not isinstance(value, str):
-        raise BadInputError(f"{source}: {key} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _string_list(raw: object, source: str) -> list[str]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
-        raise BadInputError(f"{source} must be a list of strings")
-    return list(raw)

@@ -15,6 +15,7 @@ XidCatalog): top-level checks, old spellings renamed with one warning per key, t
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _MESSAGE = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_KEY_MESSAGE = re.compile(r"^Expected `(?P<wanted>[^`]*)`, got `(?P<got>[^`]*)` - at `key` in `\$(?P<path>[^`]*)`$")
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[([^\]]*)\]")
 _NAMES = {
     "int": "an integer",
@@ -118,6 +120,8 @@ def decode(
         value = msgspec.convert(data, kind, strict=strict)
     except msgspec.ValidationError as exc:
         raise error(_translate(str(exc), data, kind, source, separator)) from None
+    if not _may_hold_floats(kind):  # type: ignore[arg-type]  # every kind given is a hashable type
+        return value  # nothing to walk: the walk would cost more than the decoding (HealthEvent ingestion)
     for path, number in _floats(value, ""):
         if not math.isfinite(number):
             raise error(f"{_where(source, separator, path)}: expected a finite number, got {number!r}")
@@ -229,8 +233,14 @@ def _locate(data: object, info: mi.Type, path: str) -> tuple[object, mi.Type]:
 def _translate(message: str, data: object, kind: type[Any], source: str, separator: str) -> str:
     from msgspec import inspect as mi
 
+    if key := _KEY_MESSAGE.match(message):  # a mapping's key of the wrong type
+        where = _where(source, separator, key.group("path"))
+        wanted = _NAMES.get(key.group("wanted"), key.group("wanted"))
+        return f"{where}: every key must be {wanted}, one is {_NAMES.get(key.group('got'), key.group('got'))}"
     match = _MESSAGE.match(message)
     what, path = (match.group("what"), match.group("path") or "") if match else (message, "")
+    if "[...]" in path and (got := re.match(r"Expected `[^`]*`, got `([^`]*)`", what)):
+        path = _named_keys(data, path, got.group(1))
     value, info = _locate(data, mi.type_info(kind), path)
     where = _where(source, separator, path)
     if unknown := re.match(r"Object contains unknown field `(.*)`", what):
@@ -247,12 +257,54 @@ def _translate(message: str, data: object, kind: type[Any], source: str, separat
             return allowed_values_message(where, "value", value, choices)
         return allowed_values_message(_where(source, separator, head), field, value, choices)
     if expected := re.match(r"Expected `([^`]*)`, got `([^`]*)`", what):
-        wanted = " or ".join(_NAMES.get(t.strip(), t.strip()) for t in expected.group(1).split("|"))
+        kinds = [t.strip() for t in expected.group(1).split("|")]
+        kinds = [t for t in kinds if t != "null"] or kinds  # an optional field: absent is the other choice
+        wanted = " or ".join(_NAMES.get(t, t) for t in kinds)
         return f"{where}: expected {wanted}, got {_shown(value)}"
+    if what == "Expected `str` of length >= 1":
+        return f"{where}: must not be empty"
     if bound := re.match(r"Expected `([^`]*)` (.*)$", what):
         noun = _NAMES.get(bound.group(1), bound.group(1))
         return f"{where}: {_shown(value)} is out of range; allowed: {noun} {_bound_words(bound.group(2))}"
     return f"{where}: {what[:1].lower()}{what[1:]}"
+
+
+def _named_keys(data: object, path: str, got: str) -> str:
+    """`path` with each `[...]` (msgspec's "some value of this mapping") replaced by the key of the
+    first value whose JSON type is `got`, so the message names the entry (`metadata.a`)."""
+    head, marker, rest = path.partition("[...]")
+    container = _value_at(data, head)
+    if marker and isinstance(container, Mapping):
+        for key, item in container.items():
+            inner = _named_keys(item, rest, got)
+            if _json_type(_value_at(item, inner)) == got:
+                step = f".{key}" if re.fullmatch(r"[^.\[\]]+", str(key)) else f"[{key}]"
+                return f"{head}{step}{inner}"
+    return path
+
+
+def _value_at(data: object, path: str) -> object:
+    """The value at a msgspec path ($ stripped) of `data`; None where there is none."""
+    for step in _steps(path):
+        if isinstance(data, Mapping):
+            data = data.get(step)
+        elif isinstance(data, list) and isinstance(step, int) and step < len(data):
+            data = data[step]
+        else:
+            return None
+    return data
+
+
+def _json_type(value: object) -> str:
+    """msgspec's name for the JSON type of a Python value (`got `int``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    for kind, name in ((int, "int"), (float, "float"), (str, "str"), (Mapping, "object"), (list | tuple, "array")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
 
 
 def _shown(value: object, limit: int = 60) -> str:
@@ -266,6 +318,36 @@ def _bound_words(text: str) -> str:
     words = {">=": "at least", ">": "above", "<=": "at most", "<": "below"}
     text = re.sub(r"(>=|<=|>|<) ?", lambda m: words[m.group(1)] + " ", text)
     return re.sub(r"(\d)\.0\b", r"\1", text)
+
+
+@functools.cache
+def _may_hold_floats(kind: type[Any]) -> bool:
+    """Whether a value decoded as `kind` can contain a float: a float, an untyped field, or a kind
+    this walk does not know somewhere in it. Cached per kind; the walk of a decoded value is not free."""
+    from msgspec import inspect as mi
+
+    float_free = (mi.StrType, mi.BoolType, mi.IntType, mi.NoneType, mi.EnumType, mi.LiteralType, mi.DateTimeType)
+    seen: set[int] = set()
+
+    def walk(info: mi.Type) -> bool:
+        if isinstance(info, mi.StructType):
+            if id(info) in seen:  # a recursive Struct: its fields are being walked already
+                return False
+            seen.add(id(info))
+            return any(walk(f.type) for f in info.fields)
+        if isinstance(info, mi.Metadata):
+            return walk(info.type)
+        if isinstance(info, mi.UnionType):
+            return any(walk(t) for t in info.types)
+        if isinstance(info, mi.ListType | mi.VarTupleType | mi.SetType | mi.FrozenSetType):
+            return walk(info.item_type)
+        if isinstance(info, mi.TupleType):
+            return any(walk(t) for t in info.item_types)
+        if isinstance(info, mi.DictType):
+            return walk(info.key_type) or walk(info.value_type)
+        return not isinstance(info, float_free)
+
+    return walk(mi.type_info(kind))
 
 
 def _floats(value: object, path: str) -> Iterator[tuple[str, float]]:

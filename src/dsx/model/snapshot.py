@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Annotated, Any
+
+import msgspec
 
 from dsx import serialization
 from dsx.errors import BadInputError
+from dsx.model import schema
 
 API_VERSION = "dsx.run/v1alpha1"
 KIND = "Snapshot"
-T = TypeVar("T")
 
 # GPU Feature Discovery labels (current names first, then the deprecated spellings)
 LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
@@ -442,27 +444,26 @@ class Snapshot:
         if aicr.is_aicr_snapshot(raw):
             assert isinstance(raw, Mapping)
             return aicr.snapshot_from_aicr(raw, source=source)
-        reader = _Reader(source)
-        doc = reader.mapping(raw, "")
-        if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
+        if not isinstance(raw, Mapping):
+            raise BadInputError(f"{source}: expected a mapping, got {type(raw).__name__}")
+        if raw.get("apiVersion") != API_VERSION or raw.get("kind") != KIND:
             raise BadInputError(
-                f"{source}: not a dsx snapshot (apiVersion {doc.get('apiVersion')!r}, kind {doc.get('kind')!r}); "
+                f"{source}: not a dsx snapshot (apiVersion {raw.get('apiVersion')!r}, kind {raw.get('kind')!r}); "
                 f"expected apiVersion {API_VERSION}, kind {KIND} (or an AICR snapshot with measurements)"
             )
-        meta = reader.mapping(doc.get("metadata") or {}, "metadata")
-        cluster_raw = doc.get("cluster")
-        cluster = None if cluster_raw is None else reader.cluster(cluster_raw)
-        nodes = tuple(reader.node(n, f"nodes[{i}]") for i, n in enumerate(reader.sequence(doc.get("nodes"), "nodes")))
+        doc = schema.decode(raw, _SnapshotDoc, source=source, separator=": ")
+        nodes = tuple(_node(n) for n in doc.nodes or ())
         names = [n.name for n in nodes]
         duplicate = next((n for n in names if names.count(n) > 1), None)
         if duplicate is not None:
             raise BadInputError(f"{source}: nodes: node {duplicate!r} appears twice")
+        meta = doc.metadata or _MetadataDoc()
         return cls(
             nodes=nodes,
-            cluster=cluster,
-            generator=reader.text(meta, "generator", "metadata"),
-            captured_at=reader.text(meta, "capturedAt", "metadata"),
-            sources=tuple(reader.strings(meta.get("sources"), "metadata.sources")),
+            cluster=None if doc.cluster is None else _cluster(doc.cluster),
+            generator=_text(meta.generator),
+            captured_at=_text(meta.captured_at),
+            sources=tuple(_text(x) for x in meta.sources or ()),
             source=source,
         )
 
@@ -542,174 +543,229 @@ def _dotted(labels: Mapping[str, str], spellings: tuple[tuple[str, ...], ...]) -
     return None
 
 
-class _Reader:
-    """Field-by-field parsing that names the file and the path of every bad value."""
+# The document's shape, decoded by msgspec (dsx.model.schema). Snapshots come from live clusters
+# and hosts, and from dsx versions newer than this one, so the schema is lenient where the old
+# reader was: unknown keys are ignored, a text field takes a number (YAML's `cudaVersion: 12.4`),
+# and the values of a string map (labels, capacity, sysctls) are taken as text whatever they are.
 
-    def __init__(self, source: str) -> None:
-        self.source = source
+_Scalar = str | int | float
+_Required = Annotated[str, msgspec.Meta(min_length=1)] | int | float
 
-    def fail(self, where: str, problem: str) -> BadInputError:
-        return BadInputError(f"{self.source}: {where}: {problem}" if where else f"{self.source}: {problem}")
 
-    def mapping(self, raw: object, where: str) -> Mapping[str, Any]:
-        if not isinstance(raw, Mapping):
-            raise self.fail(where, f"expected a mapping, got {type(raw).__name__}")
-        return raw
+class _Doc(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """A section of a snapshot: camelCase keys, unknown keys ignored."""
 
-    def sequence(self, raw: object, where: str) -> list[Any]:
-        if raw is None:
-            return []
-        if not isinstance(raw, list):
-            raise self.fail(where, f"expected a list, got {type(raw).__name__}")
-        return raw
 
-    def text(self, raw: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> str:
-        value = raw.get(key)
-        if value is None or value == "":
-            if required:
-                raise self.fail(where, f"{key} is required")
-            return ""
-        if isinstance(value, bool | dict | list):
-            raise self.fail(where, f"{key} must be a string, got {type(value).__name__}")
-        return str(value)
+class _UnreadableDoc(_Doc, frozen=True):
+    fact: _Required
+    reason: _Scalar | None = None
 
-    def strings(self, raw: object, where: str) -> list[str]:
-        return [str(x) for x in self.sequence(raw, where)]
 
-    def string_map(self, raw: object, where: str) -> dict[str, str]:
-        if raw is None:
-            return {}
-        return {str(k): "" if v is None else str(v) for k, v in self.mapping(raw, where).items()}
+class _TaintDoc(_Doc, frozen=True):
+    key: _Required
+    effect: _Required
+    value: _Scalar | None = None
 
-    def integer(self, raw: Mapping[str, Any], key: str, where: str) -> int | None:
-        value = raw.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(where, f"{key} must be an integer, got {value!r}")
-        return value
 
-    def flag(self, raw: Mapping[str, Any], key: str, where: str) -> bool | None:
-        value = raw.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, bool):
-            raise self.fail(where, f"{key} must be true or false, got {value!r}")
-        return value
+class _GpuDoc(_Doc, frozen=True):
+    product: _Required
+    index: int | None = None
+    uuid: _Scalar | None = None
+    pci_bus_id: _Scalar | None = None
+    memory_mib: int | None = msgspec.field(default=None, name="memoryMiB")
+    vbios_version: _Scalar | None = None
+    architecture: _Scalar | None = None
 
-    def records(self, raw: object, where: str, build: Callable[[Mapping[str, Any], str], T]) -> tuple[T, ...]:
-        """Each item of a list, checked to be a mapping and built with its path (`nodes[3]`)."""
-        out = []
-        for index, item in enumerate(self.sequence(raw, where)):
-            at = f"{where}[{index}]"
-            out.append(build(self.mapping(item, at), at))
-        return tuple(out)
 
-    def unreadable(self, raw: object, where: str) -> tuple[Unreadable, ...]:
-        return self.records(
-            raw, where, lambda e, at: Unreadable(self.text(e, "fact", at, required=True), self.text(e, "reason", at))
-        )
+class _PciDeviceDoc(_Doc, frozen=True):
+    address: _Required
+    device_id: _Required
+    class_code: _Scalar | None = msgspec.field(default=None, name="class")
+    model: _Scalar | None = None
+    accelerator: _Scalar | None = None
 
-    def release(self, entry: Mapping[str, Any], at: str) -> HelmRelease:
-        return HelmRelease(
-            name=self.text(entry, "name", at, required=True),
-            namespace=self.text(entry, "namespace", at, required=True),
-            revision=self.integer(entry, "revision", at) or 0,
-            chart=self.text(entry, "chart", at),
-            version=self.text(entry, "version", at),
-            status=self.text(entry, "status", at),
-            app_version=self.text(entry, "appVersion", at),
-            values=dict(self.mapping(entry.get("values") or {}, f"{at}.values")),
-        )
 
-    def workload(self, entry: Mapping[str, Any], at: str) -> Workload:
-        return Workload(
-            kind=self.text(entry, "kind", at, required=True),
-            namespace=self.text(entry, "namespace", at),
-            name=self.text(entry, "name", at, required=True),
-            images=tuple(self.strings(entry.get("images"), f"{at}.images")),
-            desired=self.integer(entry, "desired", at) or 0,
-            ready=self.integer(entry, "ready", at) or 0,
-        )
+class _UnitDoc(_Doc, frozen=True):
+    name: _Required
+    unit_file: _Scalar | None = None
+    drop_ins: list[_Scalar] | None = None
+    enabled: bool | None = None
+    active: bool | None = None
 
-    def cluster(self, raw: object) -> ClusterFacts:
-        doc = self.mapping(raw, "cluster")
-        policy = doc.get("clusterPolicy")
-        return ClusterFacts(
-            server_version=self.text(doc, "serverVersion", "cluster"),
-            provider=self.text(doc, "provider", "cluster"),
-            helm_releases=self.records(doc.get("helmReleases"), "cluster.helmReleases", self.release),
-            workloads=self.records(doc.get("workloads"), "cluster.workloads", self.workload),
-            cluster_policy=None if policy is None else dict(self.mapping(policy, "cluster.clusterPolicy")),
-            unreadable=self.unreadable(doc.get("unreadable"), "cluster.unreadable"),
-        )
 
-    def taint(self, entry: Mapping[str, Any], at: str) -> Taint:
-        return Taint(
-            key=self.text(entry, "key", at, required=True),
-            effect=self.text(entry, "effect", at, required=True),
-            value=self.text(entry, "value", at),
-        )
+class _HostDoc(_Doc, frozen=True):
+    gpus: list[_GpuDoc] | None = None
+    driver_version: _Scalar | None = None
+    cuda_version: _Scalar | None = None
+    pci_devices: list[_PciDeviceDoc] | None = None
+    os_release: dict[Any, Any] | None = None
+    kernel_release: _Scalar | None = None
+    sysctls: dict[Any, Any] | None = None
+    kernel_modules: list[_Scalar] | None = None
+    systemd_units: list[_UnitDoc] | None = None
+    unreadable: list[_UnreadableDoc] | None = None
 
-    def node(self, raw: object, where: str) -> Node:
-        doc = self.mapping(raw, where)
-        host_raw = doc.get("host")
-        return Node(
-            name=self.text(doc, "name", where, required=True),
-            provider_id=self.text(doc, "providerID", where),
-            labels=self.string_map(doc.get("labels"), f"{where}.labels"),
-            taints=self.records(doc.get("taints"), f"{where}.taints", self.taint),
-            capacity=self.string_map(doc.get("capacity"), f"{where}.capacity"),
-            allocatable=self.string_map(doc.get("allocatable"), f"{where}.allocatable"),
-            node_info=self.string_map(doc.get("nodeInfo"), f"{where}.nodeInfo"),
-            ready=self.flag(doc, "ready", where),
-            unschedulable=bool(self.flag(doc, "unschedulable", where)),
-            host=None if host_raw is None else self.host(host_raw, f"{where}.host"),
-        )
 
-    def gpu(self, entry: Mapping[str, Any], at: str) -> HostGpu:
-        return HostGpu(
-            index=self.integer(entry, "index", at) or 0,
-            product=self.text(entry, "product", at, required=True),
-            uuid=self.text(entry, "uuid", at),
-            pci_bus_id=self.text(entry, "pciBusId", at),
-            memory_mib=self.integer(entry, "memoryMiB", at),
-            vbios_version=self.text(entry, "vbiosVersion", at),
-            architecture=self.text(entry, "architecture", at),
-        )
+class _NodeDoc(_Doc, frozen=True):
+    name: _Required
+    provider_id: _Scalar | None = msgspec.field(default=None, name="providerID")
+    labels: dict[Any, Any] | None = None
+    taints: list[_TaintDoc] | None = None
+    capacity: dict[Any, Any] | None = None
+    allocatable: dict[Any, Any] | None = None
+    node_info: dict[Any, Any] | None = None
+    ready: bool | None = None
+    unschedulable: bool | None = None
+    host: _HostDoc | None = None
 
-    def pci_device(self, entry: Mapping[str, Any], at: str) -> PciDevice:
-        return PciDevice(
-            address=self.text(entry, "address", at, required=True),
-            device_id=self.text(entry, "deviceId", at, required=True),
-            class_code=self.text(entry, "class", at),
-            model=self.text(entry, "model", at),
-            accelerator=self.text(entry, "accelerator", at),
-        )
 
-    def unit(self, entry: Mapping[str, Any], at: str) -> SystemdUnit:
-        return SystemdUnit(
-            name=self.text(entry, "name", at, required=True),
-            unit_file=self.text(entry, "unitFile", at),
-            drop_ins=tuple(self.strings(entry.get("dropIns"), f"{at}.dropIns")),
-            enabled=self.flag(entry, "enabled", at),
-            active=self.flag(entry, "active", at),
-        )
+class _ReleaseDoc(_Doc, frozen=True):
+    name: _Required
+    namespace: _Required
+    revision: int | None = None
+    chart: _Scalar | None = None
+    version: _Scalar | None = None
+    status: _Scalar | None = None
+    app_version: _Scalar | None = None
+    values: dict[str, Any] | None = None
 
-    def host(self, raw: object, where: str) -> HostFacts:
-        doc = self.mapping(raw, where)
-        return HostFacts(
-            gpus=self.records(doc.get("gpus"), f"{where}.gpus", self.gpu),
-            driver_version=self.text(doc, "driverVersion", where),
-            cuda_version=self.text(doc, "cudaVersion", where),
-            pci_devices=self.records(doc.get("pciDevices"), f"{where}.pciDevices", self.pci_device),
-            os_release=self.string_map(doc.get("osRelease"), f"{where}.osRelease"),
-            kernel_release=self.text(doc, "kernelRelease", where),
-            sysctls=self.string_map(doc.get("sysctls"), f"{where}.sysctls"),
-            kernel_modules=tuple(self.strings(doc.get("kernelModules"), f"{where}.kernelModules")),
-            systemd_units=self.records(doc.get("systemdUnits"), f"{where}.systemdUnits", self.unit),
-            unreadable=self.unreadable(doc.get("unreadable"), f"{where}.unreadable"),
-        )
+
+class _WorkloadDoc(_Doc, frozen=True):
+    kind: _Required
+    name: _Required
+    namespace: _Scalar | None = None
+    images: list[_Scalar] | None = None
+    desired: int | None = None
+    ready: int | None = None
+
+
+class _ClusterDoc(_Doc, frozen=True):
+    server_version: _Scalar | None = None
+    provider: _Scalar | None = None
+    helm_releases: list[_ReleaseDoc] | None = None
+    workloads: list[_WorkloadDoc] | None = None
+    cluster_policy: dict[str, Any] | None = None
+    unreadable: list[_UnreadableDoc] | None = None
+
+
+class _MetadataDoc(_Doc, frozen=True):
+    generator: _Scalar | None = None
+    captured_at: _Scalar | None = None
+    sources: list[_Scalar] | None = None
+
+
+class _SnapshotDoc(_Doc, frozen=True):
+    metadata: _MetadataDoc | None = None
+    cluster: _ClusterDoc | None = None
+    nodes: list[_NodeDoc] | None = None
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _texts(values: Iterable[object] | None) -> tuple[str, ...]:
+    return tuple(_text(v) for v in values or ())
+
+
+def _text_map(values: Mapping[Any, Any] | None) -> dict[str, str]:
+    return {str(k): _text(v) for k, v in (values or {}).items()}
+
+
+def _unreadable(entries: Iterable[_UnreadableDoc] | None) -> tuple[Unreadable, ...]:
+    return tuple(Unreadable(_text(e.fact), _text(e.reason)) for e in entries or ())
+
+
+def _cluster(doc: _ClusterDoc) -> ClusterFacts:
+    return ClusterFacts(
+        server_version=_text(doc.server_version),
+        provider=_text(doc.provider),
+        helm_releases=tuple(
+            HelmRelease(
+                name=_text(r.name),
+                namespace=_text(r.namespace),
+                revision=r.revision or 0,
+                chart=_text(r.chart),
+                version=_text(r.version),
+                status=_text(r.status),
+                app_version=_text(r.app_version),
+                values=r.values or {},
+            )
+            for r in doc.helm_releases or ()
+        ),
+        workloads=tuple(
+            Workload(
+                kind=_text(w.kind),
+                namespace=_text(w.namespace),
+                name=_text(w.name),
+                images=_texts(w.images),
+                desired=w.desired or 0,
+                ready=w.ready or 0,
+            )
+            for w in doc.workloads or ()
+        ),
+        cluster_policy=doc.cluster_policy,
+        unreadable=_unreadable(doc.unreadable),
+    )
+
+
+def _node(doc: _NodeDoc) -> Node:
+    return Node(
+        name=_text(doc.name),
+        provider_id=_text(doc.provider_id),
+        labels=_text_map(doc.labels),
+        taints=tuple(Taint(key=_text(t.key), effect=_text(t.effect), value=_text(t.value)) for t in doc.taints or ()),
+        capacity=_text_map(doc.capacity),
+        allocatable=_text_map(doc.allocatable),
+        node_info=_text_map(doc.node_info),
+        ready=doc.ready,
+        unschedulable=bool(doc.unschedulable),
+        host=None if doc.host is None else _host(doc.host),
+    )
+
+
+def _host(doc: _HostDoc) -> HostFacts:
+    return HostFacts(
+        gpus=tuple(
+            HostGpu(
+                index=g.index or 0,
+                product=_text(g.product),
+                uuid=_text(g.uuid),
+                pci_bus_id=_text(g.pci_bus_id),
+                memory_mib=g.memory_mib,
+                vbios_version=_text(g.vbios_version),
+                architecture=_text(g.architecture),
+            )
+            for g in doc.gpus or ()
+        ),
+        driver_version=_text(doc.driver_version),
+        cuda_version=_text(doc.cuda_version),
+        pci_devices=tuple(
+            PciDevice(
+                address=_text(d.address),
+                device_id=_text(d.device_id),
+                class_code=_text(d.class_code),
+                model=_text(d.model),
+                accelerator=_text(d.accelerator),
+            )
+            for d in doc.pci_devices or ()
+        ),
+        os_release=_text_map(doc.os_release),
+        kernel_release=_text(doc.kernel_release),
+        sysctls=_text_map(doc.sysctls),
+        kernel_modules=_texts(doc.kernel_modules),
+        systemd_units=tuple(
+            SystemdUnit(
+                name=_text(u.name),
+                unit_file=_text(u.unit_file),
+                drop_ins=_texts(u.drop_ins),
+                enabled=u.enabled,
+                active=u.active,
+            )
+            for u in doc.systemd_units or ()
+        ),
+        unreadable=_unreadable(doc.unreadable),
+    )
 
 
 def load(path: str) -> Snapshot:

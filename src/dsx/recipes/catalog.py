@@ -23,7 +23,6 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 
 from dsx import catalog as catalog_data
-from dsx import settings
 from dsx.errors import BadInputError, CatalogError, DsxError
 from dsx.model import bundle_layout as layout
 from dsx.model import constraints as constraint_model
@@ -203,10 +202,11 @@ def default_root() -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def load(root: Path | None = None) -> Catalog:
-    """Load and check the catalog under `root` (the shipped one by default); cached per root."""
+def load(root: Path | None = None, *, cache_dir: Path | None = None) -> Catalog:
+    """Load and check the catalog under `root` (the shipped one by default); cached per root in this
+    process, and its parsed YAML under the caller's `cache_dir` when one is given."""
     root = Path(root) if root is not None else default_root()
-    sources = _read_sources(root)
+    sources = _read_sources(root, cache_dir)
     try:
         overlays = [_parse_overlay(doc, source) for source, doc in sources["overlays"]]
         components: dict[str, ComponentRef] = {}
@@ -225,7 +225,7 @@ def load(root: Path | None = None) -> Catalog:
 _Sources = dict[str, list[tuple[str, Mapping[str, Any]]]]
 
 
-def _read_sources(root: Path) -> _Sources:
+def _read_sources(root: Path, cache_dir: Path | None) -> _Sources:
     """The parsed YAML of every overlay and component, through a fingerprinted JSON cache.
 
     Parsing ~80 YAML files is most of `dsx recipe`'s own start-up time; JSON of the same data
@@ -237,7 +237,7 @@ def _read_sources(root: Path) -> _Sources:
         "overlays": sorted(_yaml_files(root / "overlays", recursive=True)),
         "components": sorted(_yaml_files(root / "components", recursive=False)),
     }
-    cache_file = _cache_file(root, files)
+    cache_file = _cache_file(root, files, cache_dir) if cache_dir is not None else None
     if cache_file is not None:
         try:
             cached: _Sources = {k: [(s, d) for s, d in v] for k, v in json.loads(cache_file.read_text("utf-8")).items()}
@@ -250,7 +250,7 @@ def _read_sources(root: Path) -> _Sources:
     return sources
 
 
-def _cache_file(root: Path, files: Mapping[str, list[Path]]) -> Path | None:
+def _cache_file(root: Path, files: Mapping[str, list[Path]], cache_dir: Path) -> Path | None:
     fingerprint = hashlib.sha256(str(root).encode())
     try:
         for path in (p for paths in files.values() for p in paths):
@@ -258,7 +258,7 @@ def _cache_file(root: Path, files: Mapping[str, list[Path]]) -> Path | None:
             fingerprint.update(path.read_bytes())
     except OSError:
         return None
-    return settings.paths().cache_dir / "recipes" / f"catalog-{fingerprint.hexdigest()[:24]}.json"
+    return cache_dir / "recipes" / f"catalog-{fingerprint.hexdigest()[:24]}.json"
 
 
 def _write_cache(cache_file: Path, sources: _Sources) -> None:

@@ -3,10 +3,11 @@
 Loading the catalog (`dsx.recipes.catalog`) checks every file against its msgspec schema and
 builds a model object per overlay, patch, constraint and assert: right for a catalog that may
 have changed, and ~40 ms that `dsx recipe` would pay on every run. The checked catalog is
-therefore also kept as plain data (`catalog.compile_catalog`), written with `marshal` under
-`$DSX_CACHE_DIR/recipes/` and keyed by a hash of every catalog file's path and bytes, so an
-edited catalog is loaded, checked and compiled again. A hit costs reading one file; the
-recipe itself is still resolved on every run (`dsx.recipes.resolve`), never cached.
+therefore also kept as plain data (`catalog.compile_catalog`), written with `marshal` under the
+caller's cache folder (the entry point's `$DSX_CACHE_DIR/recipes/`) and keyed by a hash of every
+catalog file's path and bytes, so an edited catalog is loaded, checked and compiled again. A hit
+costs reading one file; the recipe itself is still resolved on every run (`dsx.recipes.resolve`),
+never cached. A caller without a cache folder (a library call, a test) compiles once per process.
 
 `marshal` rather than JSON: it loads several times faster and needs no import; the cache holds
 only dicts, lists, text, numbers, booleans and None, and is trusted as `__pycache__` is (same
@@ -19,7 +20,6 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-from collections.abc import Mapping
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
 if TYPE_CHECKING:
@@ -38,17 +38,6 @@ _loaded: dict[str, dict[str, Any]] = {}
 def default_root() -> str:
     """The shipped catalog folder (what `dsx.catalog.path()` is, without importing pathlib)."""
     return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "catalog")
-
-
-def cache_dir(environ: Mapping[str, str]) -> str:
-    """`dsx.settings.from_env(environ).cache_dir`, without importing settings (dataclasses, pathlib).
-
-    tests/unit/recipes/test_compiled_catalog.py holds the two to the same answer.
-    """
-    given = environ.get("DSX_CACHE_DIR")
-    if given:
-        return given
-    return os.path.join(environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dsx")
 
 
 def fingerprint(root: str) -> str | None:
@@ -80,16 +69,17 @@ def _files(folder: str) -> list[str]:
     return found
 
 
-def load(root: str | None = None) -> dict[str, Any]:
-    """The compiled catalog under `root` (the shipped one by default): from this process, the cache, or compiled now."""
+def load(root: str | None = None, *, cache_dir: str | None = None) -> dict[str, Any]:
+    """The compiled catalog under `root` (the shipped one by default): from this process, from the
+    caller's `cache_dir` (the entry point's `dsx.settings.cache_root`), or compiled now and kept there."""
     root = os.path.abspath(root) if root is not None else default_root()
     if root in _loaded:
         return _loaded[root]
-    key = fingerprint(root)
+    key = fingerprint(root) if cache_dir else None
     path = None
-    if key is not None:
+    if cache_dir and key is not None:
         tag = sys.implementation.cache_tag or "python"
-        path = os.path.join(cache_dir(os.environ), "recipes", f"compiled-{key}.{tag}.marshal")
+        path = os.path.join(cache_dir, "recipes", f"compiled-{key}.{tag}.marshal")
         data = _read(path)
         if data is not None:
             _loaded[root] = data
@@ -98,7 +88,7 @@ def load(root: str | None = None) -> dict[str, Any]:
 
     from dsx.recipes import catalog  # only on a miss: parses and checks every file
 
-    data = catalog.load(Path(root)).compiled
+    data = catalog.load(Path(root), cache_dir=Path(cache_dir) if cache_dir else None).compiled
     if path is not None:
         _write(path, data)
     _loaded[root] = data
@@ -117,19 +107,16 @@ def _read(path: str) -> dict[str, Any] | None:
 
 
 def _write(path: str, data: dict[str, Any]) -> None:
-    """Replace the cache file atomically (a reader never sees half of one) and drop stale ones."""
+    """Replace the cache file (`dsx.atomic`: a reader never sees half of one) and drop stale ones;
+    an unwritable folder only costs the next run its speed. Only on a miss: the import is paid then."""
+    from dsx import atomic
+
     folder = os.path.dirname(path)
-    temporary = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(folder, exist_ok=True)
         for name in os.listdir(folder):
             if name.startswith("compiled-") and name.endswith(".marshal"):
                 os.unlink(os.path.join(folder, name))
-        with open(temporary, "wb") as handle:
-            marshal.dump(data, handle)
-        os.replace(temporary, path)
+        atomic.write_file(path, marshal.dumps(data))
     except (OSError, ValueError):
-        import contextlib
-
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        return

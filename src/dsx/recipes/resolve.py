@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 GENERATOR = f"dsx/{__version__}"
 
 
-def _compiled(catalog: Catalog | None) -> _Compiled:
-    return compiled.load() if catalog is None else catalog.compiled
+def _compiled(catalog: Catalog | None, cache_dir: str | None) -> _Compiled:
+    return compiled.load(cache_dir=cache_dir) if catalog is None else catalog.compiled
 
 
 def matching_overlays(catalog: Catalog, query: Criteria) -> list[Overlay]:
@@ -75,11 +75,16 @@ def criteria_document(query: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def document(query: Mapping[str, Any], catalog: _Compiled | None = None) -> dict[str, Any]:
-    """The recipe document (what `dsx recipe` writes, digest included) for normalized criteria `query`."""
+def document(
+    query: Mapping[str, Any], catalog: _Compiled | None = None, *, cache_dir: str | None = None
+) -> dict[str, Any]:
+    """The recipe document (what `dsx recipe` writes, digest included) for normalized criteria `query`.
+
+    Without `catalog`, the shipped one, kept compiled under the caller's `cache_dir` (none: not kept).
+    """
     from dsx import emit
 
-    catalog = catalog if catalog is not None else compiled.load()
+    catalog = catalog if catalog is not None else compiled.load(cache_dir=cache_dir)
     criteria = criteria_document(query)
     applied = _matching(catalog, criteria)
     state = _State(catalog)
@@ -110,20 +115,26 @@ def document(query: Mapping[str, Any], catalog: _Compiled | None = None) -> dict
     return out
 
 
-def resolve(query: Criteria, catalog: Catalog | None = None) -> Recipe:
-    """The recipe for `query` (with its digest) from `catalog` (the shipped one by default)."""
+def resolve(query: Criteria, catalog: Catalog | None = None, *, cache_dir: str | None = None) -> Recipe:
+    """The recipe for `query` (with its digest) from `catalog` (the shipped one by default, as in `document`)."""
     from dsx.model.recipe import Recipe
 
-    return Recipe.from_dict(document(query.to_dict(), _compiled(catalog)), source=query.name())
+    return Recipe.from_dict(document(query.to_dict(), _compiled(catalog, cache_dir)), source=query.name())
 
 
-def require_validated(recipe: Recipe, catalog: Catalog | None = None) -> None:
+def require_validated(recipe: Recipe, catalog: Catalog | None = None, *, cache_dir: str | None = None) -> None:
     """`--strict`: a combination without its own overlay is bad input listing the supported ones."""
-    check_validated(recipe.metadata.name, recipe.metadata.criteria, recipe.metadata.unvalidated_criteria, catalog)
+    meta = recipe.metadata
+    check_validated(meta.name, meta.criteria, meta.unvalidated_criteria, catalog, cache_dir=cache_dir)
 
 
 def check_validated(
-    name: str, criteria: Mapping[str, Any], unvalidated: list[str] | tuple[str, ...], catalog: Catalog | None = None
+    name: str,
+    criteria: Mapping[str, Any],
+    unvalidated: list[str] | tuple[str, ...],
+    catalog: Catalog | None = None,
+    *,
+    cache_dir: str | None = None,
 ) -> None:
     """`require_validated` on the parts of a recipe document (the CLI's fast path has no `Recipe`)."""
     if not unvalidated:
@@ -131,7 +142,7 @@ def check_validated(
     listed = ", ".join(f"{d}={criteria[d]}" for d in unvalidated)
     raise BadInputError(
         f"--strict: {name} is not a validated combination (unvalidated: {listed}); "
-        f"supported: any single criterion, or one of {', '.join(_compiled(catalog)['supported'])}"
+        f"supported: any single criterion, or one of {', '.join(_compiled(catalog, cache_dir)['supported'])}"
     )
 
 

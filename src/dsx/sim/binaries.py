@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsx import errors, settings
+from dsx.settings import folders
 
 NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
 ENV_OVERRIDES = {
@@ -47,7 +48,7 @@ class Binaries:
 
 
 def cache_dir() -> Path:
-    return settings.paths().control_plane_cache / f"v{settings.KUBERNETES_VERSION}"
+    return folders.paths().control_plane_cache / f"v{settings.KUBERNETES_VERSION}"
 
 
 def _executable(path: Path) -> bool:

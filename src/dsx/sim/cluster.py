@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsx import atomic, errors, httpclient, retry, serialization, settings
+from dsx import atomic, errors, httpclient, retry, serialization
 from dsx.kube.client import KubeClient
+from dsx.settings import folders
 from dsx.sim import binaries, kwok, nodes, pki, processes
 
 STATE_FILE = "state.json"
@@ -120,7 +121,7 @@ class ClusterStatus:
 
 def cluster_names(root: Path | None = None) -> list[str]:
     """Names of the clusters with recorded state under `root` (running or stopped with --keep-state)."""
-    base = root if root is not None else settings.paths().sim_dir
+    base = root if root is not None else folders.paths().sim_dir
     if not base.is_dir():
         return []
     return sorted(d.name for d in base.iterdir() if (d / STATE_FILE).is_file())
@@ -167,7 +168,7 @@ def _ready(node: dict[str, Any]) -> bool:
 
 
 class SimCluster:
-    """A named simulated cluster under a state root (default: `dsx.settings.paths().sim_dir`)."""
+    """A named simulated cluster under a state root (default: `dsx.folders.paths().sim_dir`)."""
 
     def __init__(self, name: str = "dsx", *, root: Path | None = None) -> None:
         if not NAME_PATTERN.match(name):
@@ -176,7 +177,7 @@ class SimCluster:
                 "starting and ending with a letter or digit"
             )
         self.name = name
-        self.root = root if root is not None else settings.paths().sim_dir
+        self.root = root if root is not None else folders.paths().sim_dir
         self.state_dir = self.root / name
 
     # ---- layout of the state folder --------------------------------------------------------

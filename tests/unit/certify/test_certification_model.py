@@ -40,6 +40,13 @@ def test_recipe_block_round_trips() -> None:
         ({"categories": [{"scale": "full-scale"}]}, r"categories\[0\]"),
         ({"runTimeoutSeconds": 0}, "runTimeoutSeconds"),
         ({"colour": "blue"}, "colour"),
+        (
+            {"target": {"nodeCount": 0}},
+            r"^certification: target\.nodeCount: 0 is out of range; allowed: an integer at least 1$",
+        ),
+        ({"ranksPerNode": True}, r"^certification: ranksPerNode: expected an integer, got True$"),
+        ({"isolate": "no"}, r"^certification: isolate: expected true or false, got 'no'$"),
+        ({"target": {"nodeSelector": {"zone": 1}}}, r"^certification: target\.nodeSelector\.zone: expected a string"),
     ],
 )
 def test_bad_input_names_the_field(raw: dict[str, object], message: str) -> None:

@@ -237,7 +237,7 @@ def rules_from(**overrides: Any) -> list[analyzer.AnalyzerRule]:
             "rules[0].emit: field: 'colour' is not allowed",
         ),
         ({"window": 5}, "rules[0]: field: 'window' is not allowed; allowed values: name, match, groupBy"),
-        ({"name": ""}, "rules[0].name: '' is out of range; allowed: a string of length at least 1"),
+        ({"name": ""}, "rules[0].name: must not be empty"),
         ({"checkNames": "KernelLogXid"}, "rules[0].checkNames: expected a list, got 'KernelLogXid'"),
     ],
 )

@@ -70,10 +70,16 @@ def test_round_trip_through_dict() -> None:
         ({"kind": "CustomResourceDefinition", "name": "widgets"}, "not <plural>.<group>"),
         ({"kind": "CustomResourceDefinition", "name": "a.b", "namespace": "x"}, "cluster-scoped"),
         ({"kind": "DaemonSet", "name": "x", "minAvailableReplicas": 1}, "Deployment and StatefulSet only"),
-        ({"kind": "Deployment", "name": "x", "minAvailableReplicas": -1}, "integer >= 0"),
+        (
+            {"kind": "Deployment", "name": "x", "minAvailableReplicas": -1},
+            "minAvailableReplicas: -1 is out of range; allowed: an integer at least 0",
+        ),
         ({"kind": "Deployment", "name": "x", "minPods": 2}, "Pod asserts only"),
-        ({"kind": "Deployment", "name": "x", "replicas": 2}, "healthCheckAssert field: 'replicas'"),
-        ({"kind": "Pod", "selector": {"app": 3}}, "selector must map label names to strings"),
+        (
+            {"kind": "Deployment", "name": "x", "replicas": 2},
+            "field: 'replicas' is not allowed; allowed values: kind, name",
+        ),
+        ({"kind": "Pod", "selector": {"app": 3}}, "selector.app: expected a string, got 3"),
     ],
 )
 def test_malformed_asserts_are_rejected(raw: dict[str, Any], message: str) -> None:

@@ -71,13 +71,13 @@ def _broken(document: dict[str, Any], edit: str) -> dict[str, Any]:
     [
         ("kind", "not a dsx recipe"),
         ("type", "allowed values: Helm, Manifest, Kustomize"),
-        ("version", "alpha: version is required"),
+        ("version", "r.yaml: componentRefs[0].version: required"),
         ("order", "before its dependency"),
         ("missing-in-order", "must list every component exactly once"),
         ("duplicate", "duplicate component 'alpha'"),
         ("dangling", "unknown component 'ghost'"),
-        ("field", "componentRef field: 'helm'"),
-        ("assert", "healthCheckAssert kind"),
+        ("field", "componentRefs[0]: field: 'helm' is not allowed; allowed values: name, type"),
+        ("assert", "componentRefs[0]: alpha: healthCheckAsserts[0]: kind: 'Service' is not allowed"),
         ("constraint", "constraints[0]"),
     ],
 )

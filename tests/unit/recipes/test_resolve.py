@@ -222,13 +222,13 @@ def test_dependency_on_a_component_outside_the_recipe_names_the_edge(small_catal
 def test_parsed_catalog_cache_is_used_and_follows_edits(
     catalog_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
-    first = catalog.load.__wrapped__(catalog_copy)
+    cache = tmp_path / "cache"
+    first = catalog.load.__wrapped__(catalog_copy, cache_dir=cache)
     cached = list((tmp_path / "cache" / "recipes").glob("catalog-*.json"))
     assert len(cached) == 1
-    assert catalog.load.__wrapped__(catalog_copy) == first  # served from the cache
+    assert catalog.load.__wrapped__(catalog_copy, cache_dir=cache) == first  # served from the cache
     _rewrite(catalog_copy, "eks", "K8s.server.version >= 1.30", "K8s.server.version >= 1.31")
-    edited = catalog.load.__wrapped__(catalog_copy)
+    edited = catalog.load.__wrapped__(catalog_copy, cache_dir=cache)
     assert [c.value for c in edited.by_name["eks"].constraints] == ["1.31"]
     assert list((tmp_path / "cache" / "recipes").glob("catalog-*.json")) != cached  # replaced, not piled up
     assert len(list((tmp_path / "cache" / "recipes").glob("catalog-*.json"))) == 1
@@ -239,5 +239,4 @@ def test_unwritable_cache_directory_only_costs_speed(
 ) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
-    monkeypatch.setenv("DSX_CACHE_DIR", str(blocker))
-    assert catalog.load.__wrapped__(catalog_copy).by_name["eks"].criteria == {"service": "eks"}
+    assert catalog.load.__wrapped__(catalog_copy, cache_dir=blocker).by_name["eks"].criteria == {"service": "eks"}

@@ -177,19 +177,51 @@ def _doc(**changes: Any) -> dict[str, Any]:
     [
         ({"apiVersion": "v1", "kind": "ConfigMap"}, "not a dsx snapshot"),
         (_doc(nodes="gpu-0"), "s.yaml: nodes: expected a list"),
-        (_doc(nodes=[{"labels": {}}]), r"s.yaml: nodes\[0\]: name is required"),
-        (_doc(nodes=[{"name": "a", "ready": "yes"}]), r"nodes\[0\]: ready must be true or false"),
+        (_doc(nodes=[{"labels": {}}]), r"^s.yaml: nodes\[0\]\.name: required$"),
+        (
+            _doc(nodes=[{"name": "a", "ready": "yes"}]),
+            r"^s.yaml: nodes\[0\]\.ready: expected true or false, got 'yes'$",
+        ),
         (_doc(nodes=[{"name": "a"}, {"name": "a"}]), "node 'a' appears twice"),
         (
             _doc(cluster={"helmReleases": [{"name": "x", "namespace": "y", "revision": "2"}]}),
-            r"cluster.helmReleases\[0\]: revision must be an integer",
+            r"cluster\.helmReleases\[0\]\.revision: expected an integer, got '2'$",
         ),
-        (_doc(nodes=[{"name": "a", "host": {"gpus": [{"index": 0}]}}]), r"host.gpus\[0\]: product is required"),
+        (
+            _doc(nodes=[{"name": "a", "host": {"gpus": [{"index": 0}]}}]),
+            r"nodes\[0\]\.host\.gpus\[0\]\.product: required$",
+        ),
+        (
+            _doc(nodes=[{"name": "a", "labels": ["x"]}]),
+            r"^s.yaml: nodes\[0\]\.labels: expected a mapping, got \['x'\]$",
+        ),
+        (
+            _doc(nodes=[{"name": True}]),
+            r"^s.yaml: nodes\[0\]\.name: expected an integer or a number or a string, got True$",
+        ),
     ],
 )
 def test_malformed_snapshot_names_file_and_field(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(BadInputError, match=message):
         snapshot.Snapshot.from_dict(doc, source="s.yaml")
+
+
+def test_what_live_hosts_write_is_read_leniently() -> None:
+    """Numbers where text is meant, values of any kind in string maps and keys a newer dsx adds are
+    read, not refused: snapshots come from live clusters and from other dsx versions."""
+    doc = _doc(
+        nodes=[
+            {
+                "name": "a",
+                "labels": {"nvidia.com/gpu.count": 8, "empty": None},
+                "host": {"cudaVersion": 12.4, "gpus": [{"product": "H100", "index": 1}], "addedLater": {"x": 1}},
+                "addedLater": True,
+            }
+        ]
+    )
+    node = snapshot.Snapshot.from_dict(doc, source="s.yaml").nodes[0]
+    assert node.labels == {"nvidia.com/gpu.count": "8", "empty": ""}
+    assert node.host is not None and node.host.cuda_version == "12.4" and node.host.gpus[0].index == 1
 
 
 def test_load_reads_file(tmp_path: Any) -> None:

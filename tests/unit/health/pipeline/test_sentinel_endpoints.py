@@ -130,7 +130,7 @@ def test_bad_and_oversized_posts_are_refused_with_one_line_errors(server) -> Non
     status, answer = call(f"{base}/v1/events", body=b'{"agent": 1}')
     error = json.loads(answer)["error"]
     assert status == 400 and error["code"] == "INVALID_REQUEST", error
-    assert error["message"] == "request body: events[0]: missing required field componentClass"
+    assert error["message"] == "request body: events[0]: agent: expected a string, got 1"
     status, answer = call(f"{base}/v1/events", body=b"x" * (http.MAX_BODY_BYTES + 1))
     assert status == 413
     assert call(f"{base}/v1/nothing")[0] == 404

@@ -1,0 +1,80 @@
+"""Process-wide defaults, each named once with its unit and reason, and the rule for where dsx
+keeps its folders.
+
+The environment is read at entry points only, and only through the functions here, which take
+the mapping to read (tests pass a dict): `cache_root`, `state_root` and `service_account_root`
+are the rule, as text, so `dsx recipe`'s fast path can use it without dataclasses or pathlib
+(both cost start-up time). `dsx.settings.folders` builds `PathSettings` from the same rule and
+holds what the running entry point read. Domain code never reads either: it is handed a folder
+by its caller (`dsx.recipes.resolve.document(..., cache_dir=...)`).
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where the kubelet mounts a pod's service-account token, CA and namespace."""
+
+SERVICE_ACCOUNT_DIR_ENV = "DSX_SERVICE_ACCOUNT_DIR"
+"""Overrides SERVICE_ACCOUNT_DIR (tests point it at a folder they wrote)."""
+
+
+def cache_root(environ: Mapping[str, str]) -> str:
+    """Caches (rebuildable): $DSX_CACHE_DIR, else $XDG_CACHE_HOME/dsx, else ~/.cache/dsx."""
+    return _root(environ, "DSX_CACHE_DIR", "XDG_CACHE_HOME", ".cache")
+
+
+def state_root(environ: Mapping[str, str]) -> str:
+    """State (clusters, stores): $DSX_STATE_DIR, else $XDG_STATE_HOME/dsx, else ~/.local/state/dsx."""
+    return _root(environ, "DSX_STATE_DIR", "XDG_STATE_HOME", os.path.join(".local", "state"))
+
+
+def service_account_root(environ: Mapping[str, str]) -> str:
+    """A pod's credentials: $DSX_SERVICE_ACCOUNT_DIR, else the kubelet's mount."""
+    return environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR
+
+
+def _root(environ: Mapping[str, str], explicit: str, xdg: str, under_home: str) -> str:
+    """$explicit as given, else $xdg/dsx, else ~/under_home/dsx (an empty variable counts as unset)."""
+    given = environ.get(explicit)
+    if given:
+        return given
+    return os.path.join(environ.get(xdg) or os.path.join(os.path.expanduser("~"), under_home), "dsx")
+
+
+API_PORT = 8080
+"""`dsx serve`'s port."""
+
+SENTINEL_PORT = 9464
+"""The sentinel's probes, metrics and ingestion (the Prometheus exporter range)."""
+
+SENTINEL_WORKERS = 16
+"""Worker threads per sentinel stage: nodes handled in parallel."""
+
+LEADER_LEASE_DURATION_SECONDS = 15.0
+LEADER_RENEW_DEADLINE_SECONDS = 10.0
+LEADER_RETRY_PERIOD_SECONDS = 2.0
+"""Leader election timings, client-go's defaults (docs/adr/0008)."""
+
+API_MAX_BODY_BYTES = 1 << 20
+"""1 MiB: recipes and criteria are a few kB; anything larger is a mistake or an attack (`dsx serve`, the sentinel)."""
+
+API_RATE_PER_SECOND = 20.0
+"""Sustained requests per second per client of `dsx serve`; bursts up to `API_BURST`."""
+
+API_BURST = 40
+"""Requests a client may send at once: two seconds' worth at the default rate."""
+
+KUBERNETES_VERSION = "1.36.3"
+"""The control-plane version dsx sim builds and tests against (≥ 1.34 required)."""
+
+ETCD_VERSION = "3.6.16"
+"""etcd 3.6.x is what kubeadm pins for Kubernetes 1.34+."""
+
+KWOK_VERSION = "0.8.0"
+"""KWOK controller driving fake nodes and pods."""
