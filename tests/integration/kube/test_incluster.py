@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_pod_client_acts_as_its_account_and_rereads_a_rotated_token(
-    sim_cluster: Any, kube_client: KubeClient, sim_namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sim_cluster: Any, kube_client: KubeClient, sim_namespace: str, tmp_path: Path
 ) -> None:
     kube_client.apply(
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "pod", "namespace": sim_namespace}}
@@ -30,13 +30,13 @@ def test_a_pod_client_acts_as_its_account_and_rereads_a_rotated_token(
     shutil.copy(sim_cluster.state_dir / "pki" / "ca.crt", folder / "ca.crt")
     (folder / "namespace").write_text(sim_namespace)
     server = urlsplit(kube_client.server)
-    monkeypatch.setenv(settings.SERVICE_ACCOUNT_DIR_ENV, str(folder))
-    for name in ("KUBECONFIG",):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv(incluster.HOST_ENV, str(server.hostname))
-    monkeypatch.setenv(incluster.PORT_ENV, str(server.port))
-    found = incluster.locate()
+    pod_environment = {  # what the kubelet sets in a pod, as an entry point passes it down
+        settings.SERVICE_ACCOUNT_DIR_ENV: str(folder),
+        "HOME": str(tmp_path),
+        incluster.HOST_ENV: str(server.hostname),
+        incluster.PORT_ENV: str(server.port),
+    }
+    found = incluster.locate(None, pod_environment)
     assert isinstance(found, incluster.InCluster) and found.namespace == sim_namespace
     with KubeClient(found) as pod:
         with pytest.raises(errors.UnauthorizedError):
