@@ -15,9 +15,11 @@ XidCatalog): top-level checks, old spellings renamed with one warning per key, t
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 import re
+import typing
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -120,7 +122,7 @@ def decode(
         value = msgspec.convert(data, kind, strict=strict)
     except msgspec.ValidationError as exc:
         raise error(_translate(str(exc), data, kind, source, separator)) from None
-    if not _may_hold_floats(kind):  # type: ignore[arg-type]  # every kind given is a hashable type
+    if not _may_hold_floats(kind):  # type: ignore[arg-type]  # a kind is a type: hashable
         return value  # nothing to walk: the walk would cost more than the decoding (HealthEvent ingestion)
     for path, number in _floats(value, ""):
         if not math.isfinite(number):
@@ -321,33 +323,32 @@ def _bound_words(text: str) -> str:
 
 
 @functools.cache
-def _may_hold_floats(kind: type[Any]) -> bool:
-    """Whether a value decoded as `kind` can contain a float: a float, an untyped field, or a kind
-    this walk does not know somewhere in it. Cached per kind; the walk of a decoded value is not free."""
-    from msgspec import inspect as mi
+def _may_hold_floats(kind: object) -> bool:
+    """Whether a value decoded as `kind` can contain a float: a float, an untyped field, or a type
+    this walk does not know somewhere in it. Cached per kind; the walk of a decoded value is not free.
 
-    float_free = (mi.StrType, mi.BoolType, mi.IntType, mi.NoneType, mi.EnumType, mi.LiteralType, mi.DateTimeType)
-    seen: set[int] = set()
+    Read from the annotations (`msgspec.structs.fields`), not `msgspec.inspect`, which would cost
+    every command that decodes one document its import (decimal, socket, textwrap).
+    """
+    seen: set[type] = set()
 
-    def walk(info: mi.Type) -> bool:
-        if isinstance(info, mi.StructType):
-            if id(info) in seen:  # a recursive Struct: its fields are being walked already
+    def walk(annotation: object) -> bool:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            return walk(typing.get_args(annotation)[0])
+        if origin is typing.Literal:
+            return any(isinstance(choice, float) for choice in typing.get_args(annotation))
+        if origin is not None:  # a union, a list, a tuple, a dict …: any of its arguments
+            return any(walk(part) for part in typing.get_args(annotation) if part is not Ellipsis)
+        if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+            if annotation in seen:  # a recursive Struct: its fields are being walked already
                 return False
-            seen.add(id(info))
-            return any(walk(f.type) for f in info.fields)
-        if isinstance(info, mi.Metadata):
-            return walk(info.type)
-        if isinstance(info, mi.UnionType):
-            return any(walk(t) for t in info.types)
-        if isinstance(info, mi.ListType | mi.VarTupleType | mi.SetType | mi.FrozenSetType):
-            return walk(info.item_type)
-        if isinstance(info, mi.TupleType):
-            return any(walk(t) for t in info.item_types)
-        if isinstance(info, mi.DictType):
-            return walk(info.key_type) or walk(info.value_type)
-        return not isinstance(info, float_free)
+            seen.add(annotation)
+            return any(walk(f.type) for f in msgspec.structs.fields(annotation))
+        float_free = (str, int, enum.Enum, type(None))  # bool is an int; IntEnum and StrEnum are enums
+        return not (isinstance(annotation, type) and issubclass(annotation, float_free) and annotation is not float)
 
-    return walk(mi.type_info(kind))
+    return walk(kind)
 
 
 def _floats(value: object, path: str) -> Iterator[tuple[str, float]]:
