@@ -7,14 +7,18 @@
 - consume: claim + ack per second for one consumer (the cost every pipeline stage pays).
 - analyzer: events/s through the shipped rules in memory, and as a store consumer on SQLite
   (claim → rules → append escalations → ack).
+- parse: `HealthEvent.from_dict` per event, on posted camelCase bodies and on stored rows (the
+  version-1 snake_case form every store read decodes); the cost on every ingestion door.
 Targets on the 2-core reference machine (issue 7): ≥ 5,000 events/s SQLite ingest, analyzer
 ≥ 1,000 events/s. Medians of REPEAT runs.
 
-Run: .venv/bin/python bench/bench_store.py   (or `make bench`, `python bench/run.py store`)
+Run: .venv/bin/python bench/bench_store.py   (or `make bench`, `python bench/run.py store`;
+`python bench/run.py store --parse-only` for the parse figures alone)
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import tempfile
@@ -134,6 +138,20 @@ def analyzer_figures() -> None:
     )
 
 
+def parse_figures() -> None:
+    events = fleet_events(EVENTS)
+    forms = {
+        "posted (camelCase)": [e.to_dict() for e in events],
+        "stored (snake_case)": [json.loads(e.canonical_json) for e in events],
+    }
+    for name, bodies in forms.items():
+        HealthEvent.from_dict(bodies[0])  # warm: the schema's first decode
+        seconds = statistics.median(
+            timed(lambda b=bodies: [HealthEvent.from_dict(body) for body in b]) for _ in range(REPEAT)
+        )
+        print(f"  parse {name:<20} {len(bodies) / seconds:>9,.0f} events/s ({seconds / len(bodies) * 1e6:.1f} µs each)")
+
+
 @contextmanager
 def sqlite_store() -> Iterator[EventStore]:
     with tempfile.TemporaryDirectory() as directory:
@@ -144,8 +162,11 @@ def sqlite_store() -> Iterator[EventStore]:
             store.close()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     print(f"command: .venv/bin/python bench/bench_store.py  (medians of {REPEAT}; {EVENTS:,} events per run)")
+    parse_figures()
+    if "--parse-only" in (argv or []):
+        return
     store_figures("sqlite", sqlite_store)
     with running_postgres(durable=True) as server:
 
@@ -163,4 +184,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

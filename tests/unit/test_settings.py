@@ -24,8 +24,10 @@ def test_explicit_folders_win() -> None:
 
 
 def test_xdg_then_home_and_empty_means_unset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    found = folders.from_env({"DSX_CACHE_DIR": "", "XDG_CACHE_HOME": "/xdg", "XDG_STATE_HOME": ""})
+    monkeypatch.setenv("HOME", str(tmp_path / "not-read"))  # the mapping's HOME counts, not the process's
+    found = folders.from_env(
+        {"DSX_CACHE_DIR": "", "XDG_CACHE_HOME": "/xdg", "XDG_STATE_HOME": "", "HOME": str(tmp_path)}
+    )
     assert found.cache_dir == Path("/xdg/dsx")
     assert found.state_dir == tmp_path / ".local" / "state" / "dsx"
     assert settings.service_account_root({"DSX_SERVICE_ACCOUNT_DIR": ""}) == settings.SERVICE_ACCOUNT_DIR

@@ -116,5 +116,4 @@ def require(
 
 def _kubeconfig_files(env: Mapping[str, str]) -> list[Path]:
     listed = [Path(p) for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    return [*listed, home / ".kube" / "config"]
+    return [*listed, Path(settings.home(env)) / ".kube" / "config"]

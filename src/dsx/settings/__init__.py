@@ -12,6 +12,7 @@ by its caller (`dsx.recipes.resolve.document(..., cache_dir=...)`).
 from __future__ import annotations
 
 import os
+import pwd
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
 if TYPE_CHECKING:
@@ -39,12 +40,18 @@ def service_account_root(environ: Mapping[str, str]) -> str:
     return environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR
 
 
+def home(environ: Mapping[str, str]) -> str:
+    """$HOME as `environ` gives it, else the account's home folder: never the process's own $HOME,
+    which `os.path.expanduser` would read behind the caller's back."""
+    return environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+
+
 def _root(environ: Mapping[str, str], explicit: str, xdg: str, under_home: str) -> str:
-    """$explicit as given, else $xdg/dsx, else ~/under_home/dsx (an empty variable counts as unset)."""
+    """$explicit as given, else $xdg/dsx, else $HOME/under_home/dsx (an empty variable counts as unset)."""
     given = environ.get(explicit)
     if given:
         return given
-    return os.path.join(environ.get(xdg) or os.path.join(os.path.expanduser("~"), under_home), "dsx")
+    return os.path.join(environ.get(xdg) or os.path.join(home(environ), under_home), "dsx")
 
 
 API_PORT = 8080
