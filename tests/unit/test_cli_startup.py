@@ -156,6 +156,15 @@ def test_unsigned_bundle_loads_neither_signing_nor_cluster_code(tmp_path: Path) 
     assert _offending(modules, banned) == []
 
 
+def test_the_console_script_bundles_without_click(tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    _run(["recipe", *CRITERIA, "-o", str(recipe)], tmp_path, entry="entry")
+    modules, output = _run(["bundle", "--recipe", str(recipe), "--output", str(tmp_path / "bundle")], tmp_path, "entry")
+    assert output.startswith("wrote helm bundle")
+    assert {"dsx.cli.bundle_run", "dsx.bundles.render", "dsx.lint.check"} <= modules  # it rendered and linted
+    assert _offending(modules, {"click", "dsx.cli.main", "dsx.cli.bundle_cmd", "dsx.cli.recipe_cmd"}) == []
+
+
 def test_help_lists_every_command_without_loading_any(tmp_path: Path) -> None:
     from dsx.cli.main import COMMANDS
 

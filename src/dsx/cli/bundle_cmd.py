@@ -6,44 +6,18 @@ be made straight from criteria without an intermediate file.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from dsx.cli import recipe_cmd, signing_cmd
-from dsx.errors import BadInputError, CheckFailedError
+from dsx.cli import bundle_run, recipe_cmd, signing_cmd
+from dsx.cli.bundle_run import DEPLOYERS
+from dsx.errors import BadInputError
 
 if TYPE_CHECKING:
     from dsx.bundles.overrides import Overrides
-    from dsx.model.recipe import Recipe
-
-DEPLOYERS = ("helm", "argocd", "argocd-helm", "flux", "helmfile")
-
-
-def source_date(environ: Mapping[str, str]) -> datetime | None:
-    """SOURCE_DATE_EPOCH as a UTC time, or None when unset (then no timestamp is written)."""
-    raw = environ.get("SOURCE_DATE_EPOCH")
-    if raw is None or raw == "":
-        return None
-    try:
-        return datetime.fromtimestamp(int(raw), tz=UTC)
-    except (ValueError, OverflowError, OSError) as exc:
-        raise BadInputError(f"SOURCE_DATE_EPOCH: {raw!r} is not a Unix timestamp in seconds") from exc
-
-
-def lint_gate(recipe: Recipe) -> None:
-    """Refuse to bundle values the target charts would silently ignore (offline: cache and catalog)."""
-    import dsx.lint as lint
-    from dsx.charts import sources
-
-    report = lint.lint_recipe(recipe, sources.default_source(offline=True))
-    if not report.ok:
-        click.echo(report.text(), err=True, nl=False)
-        raise CheckFailedError(f"lint failed with {len(report.findings)} finding(s); fix the recipe or pass --no-lint")
 
 
 def parse_overrides(
@@ -145,46 +119,25 @@ def bundle(
     Overrides: --set gpu-operator.driver.version=580.105.08
     --accelerated-node-toleration nvidia.com/gpu=present:NoSchedule (see docs/bundles.md)
     """
-    from dsx import file_tree as tree
-    from dsx.bundles import overrides, render
-    from dsx.bundles.options import PLACEHOLDER_REPO_URL, BundleOptions, Deployer
+    from dsx.settings import folders
 
     if sign != bool(key_path):
         raise BadInputError("--sign and --key go together: --sign --key KEYFILE")
     chosen = parse_overrides(
         set_values, system_selectors, system_tolerations, accelerated_selectors, accelerated_tolerations
     )
-    recipe: Recipe = recipe_cmd.recipe_or_criteria(recipe_path, criteria, required=True)
-    digest = recipe.content_digest()
-    if recipe.metadata.digest and recipe.metadata.digest != digest:  # recipe.verify_digest(), reusing `digest`
-        click.echo(
-            f"dsx: warning: {recipe.source}: metadata.digest does not match the content (edited by hand?); "
-            "the bundle records the digest of the content",
-            err=True,
-        )
-    overridden = overrides.apply(recipe, chosen)
-    if not no_lint:
-        lint_gate(overridden)
-    signer = signing_cmd.load_signer(key_path, passphrase_env) if key_path else None
-    if not repo_url and deployer in (Deployer.ARGOCD, Deployer.ARGOCD_HELM):
-        click.echo(
-            f"dsx: warning: no --repo given; the app-of-apps points at {PLACEHOLDER_REPO_URL}: "
-            "replace it before applying",
-            err=True,
-        )
-    options = BundleOptions(
+    created_at = bundle_run.source_date(os.environ)
+    recipe = recipe_cmd.recipe_or_criteria(recipe_path, criteria, required=True)
+    request = bundle_run.BundleRequest(
+        output=output,
+        chart_cache=folders.paths().chart_cache,
+        deployer=deployer,
         repo_url=repo_url,
         revision=revision,
         repo_path=repo_path,
-        created_at=source_date(os.environ),
+        created_at=created_at,
         overrides=chosen,
+        lint=not no_lint,
+        load_signer=functools.partial(signing_cmd.load_signer, key_path, passphrase_env) if key_path else None,
     )
-    files = render.render(recipe, Deployer(deployer), options)
-    if signer is not None:
-        from dsx.signing import attest  # only when signing: an unsigned bundle needs none of dsx.signing
-
-        files = attest.attest_bundle(files, signer)
-    tree.write_tree(files, Path(output))
-    click.echo(f"wrote {deployer} bundle {output}: {len(files.files)} files, recipe {digest}")
-    if signer is not None:
-        click.echo(f"signed by key {signer.key_id}")
+    bundle_run.make_bundle(recipe, request)
