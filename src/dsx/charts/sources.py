@@ -8,6 +8,7 @@ the reasons so a `not linted` line says everywhere it looked.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,13 +25,23 @@ def version_spellings(version: str) -> list[str]:
     return [version, other]
 
 
-class DirectorySource:
-    """Charts laid out as `<root>/<chart>/<version>/` (the dsx cache layout or unpacked charts)."""
+PARSED_VERSION = 1
+"""Shape of the parsed chart data kept in `parsed_dir` (`chart_data.as_plain`); bumped when it changes."""
 
-    def __init__(self, root: Path, label: str, *, show_root: bool = True) -> None:
+
+class DirectorySource:
+    """Charts laid out as `<root>/<chart>/<version>/` (the dsx cache layout or unpacked charts).
+
+    With `parsed_dir`, what a chart directory reads into is also kept there (`dsx.marshal_cache`,
+    keyed by a hash of every file in the directory), so the next process skips parsing its
+    values: ~25 ms of `dsx bundle`'s lint for the packaged charts.
+    """
+
+    def __init__(self, root: Path, label: str, *, show_root: bool = True, parsed_dir: Path | None = None) -> None:
         self.root = root
         self.label = label
         self.show_root = show_root
+        self.parsed_dir = parsed_dir
         self._loaded: dict[tuple[Path, str], chart_data.ChartData] = {}
 
     def chart_for(self, component: ComponentRef) -> chart_data.ChartData:
@@ -41,13 +52,28 @@ class DirectorySource:
             if key in self._loaded:
                 return self._loaded[key]
             if (directory / chart_data.VALUES_FILE).is_file():
-                loaded = chart_data.load_chart_dir(
-                    directory, name=name, version=component.version, origin=f"{self.label} {name}/{version}"
-                )
+                loaded = self._read(directory, name, component.version, f"{self.label} {name}/{version}")
                 self._loaded[key] = loaded
                 return loaded
         looked = f"not in {self.label} ({self.root})" if self.show_root else f"not in {self.label}"
         raise ChartUnavailable(f"{_no_data(component)}: {looked}", looked=looked)
+
+    def _read(self, directory: Path, name: str, version: str, origin: str) -> chart_data.ChartData:
+        if self.parsed_dir is None:
+            return chart_data.load_chart_dir(directory, name=name, version=version, origin=origin)
+        from dsx import marshal_cache
+
+        folder = str(self.parsed_dir)
+        # one file per directory and reading of it; the key changes with any file in the directory
+        stem = hashlib.sha256(f"{directory.resolve()}\0{name}\0{version}\0{origin}".encode()).hexdigest()[:16]
+        key = marshal_cache.tree_digest(str(directory))
+        kept = marshal_cache.read(folder, stem, key, version=PARSED_VERSION) if key is not None else None
+        if isinstance(kept, dict):
+            return chart_data.from_plain(kept)
+        loaded = chart_data.load_chart_dir(directory, name=name, version=version, origin=origin)
+        if key is not None:
+            marshal_cache.write(folder, stem, key, chart_data.as_plain(loaded), version=PARSED_VERSION)
+        return loaded
 
 
 def offline_reason(source: ChartSource) -> str | None:
@@ -85,14 +111,19 @@ def packaged_charts() -> Path:
 
 
 def default_source(
-    charts_dir: Path | None = None, *, offline: bool = False, cache_dir: Path | None = None
+    charts_dir: Path | None = None, *, offline: bool = False, paths: folders.PathSettings | None = None
 ) -> ChartSource:
-    """The standard lookup chain; `offline` leaves out the repository fetch."""
-    cache = cache_dir if cache_dir is not None else folders.paths().chart_cache
+    """The standard lookup chain; `offline` leaves out the repository fetch. `paths` (the entry
+    point's, by default) says where the chart cache is and where parsed chart data is kept."""
+    where = paths if paths is not None else folders.paths()
+    cache, parsed = where.chart_cache, where.parsed_chart_cache
     chain: list[ChartSource] = []
     if charts_dir is not None:
-        chain.append(DirectorySource(charts_dir, "--charts"))
-    chain += [DirectorySource(cache, "chart cache"), DirectorySource(packaged_charts(), "dsx catalog", show_root=False)]
+        chain.append(DirectorySource(charts_dir, "--charts", parsed_dir=parsed))
+    chain += [
+        DirectorySource(cache, "chart cache", parsed_dir=parsed),
+        DirectorySource(packaged_charts(), "dsx catalog", show_root=False, parsed_dir=parsed),
+    ]
     if offline:
         chain.append(_Offline())
     else:

@@ -130,7 +130,7 @@ def bundle(
     recipe = recipe_cmd.recipe_or_criteria(recipe_path, criteria, required=True)
     request = bundle_run.BundleRequest(
         output=output,
-        chart_cache=folders.paths().chart_cache,
+        paths=folders.paths(),
         deployer=deployer,
         repo_url=repo_url,
         revision=revision,

@@ -21,6 +21,7 @@ from dsx.errors import BadInputError, CheckFailedError
 if TYPE_CHECKING:
     from dsx.bundles.overrides import Overrides
     from dsx.model.recipe import Recipe
+    from dsx.settings.folders import PathSettings
     from dsx.signing.keys import KeySigner
 
 DEPLOYERS = ("helm", "argocd", "argocd-helm", "flux", "helmfile")
@@ -45,8 +46,8 @@ class BundleRequest:
 
     output: str
     """The bundle folder as the user wrote it (the summary line repeats it)."""
-    chart_cache: Path
-    """Where lint looks for chart data before the charts packaged with dsx (offline)."""
+    paths: PathSettings
+    """The entry point's folders: lint reads the chart cache (offline) and keeps parsed chart data there."""
     deployer: str = DEPLOYERS[0]
     repo_url: str = ""
     revision: str = "HEAD"
@@ -74,7 +75,7 @@ def make_bundle(recipe: Recipe, request: BundleRequest) -> None:
         )
     overridden = overrides.apply(recipe, chosen)
     if request.lint:
-        lint_gate(overridden, request.chart_cache)
+        lint_gate(overridden, request.paths)
     signer = request.load_signer() if request.load_signer is not None else None
     if not request.repo_url and request.deployer in (Deployer.ARGOCD, Deployer.ARGOCD_HELM):
         say(
@@ -100,12 +101,12 @@ def make_bundle(recipe: Recipe, request: BundleRequest) -> None:
         say(f"signed by key {signer.key_id}")
 
 
-def lint_gate(recipe: Recipe, chart_cache: Path) -> None:
+def lint_gate(recipe: Recipe, paths: PathSettings) -> None:
     """Refuse to bundle values the target charts would silently ignore (offline: cache and catalog)."""
     import dsx.lint as lint
     from dsx.charts import sources
 
-    report = lint.lint_recipe(recipe, sources.default_source(offline=True, cache_dir=chart_cache))
+    report = lint.lint_recipe(recipe, sources.default_source(offline=True, paths=paths))
     if not report.ok:
         say(report.text(), err=True, newline=False)
         raise CheckFailedError(f"lint failed with {len(report.findings)} finding(s); fix the recipe or pass --no-lint")

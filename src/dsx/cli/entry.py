@@ -218,11 +218,9 @@ def _bundle_command(given: dict[str, Any]) -> Callable[[], None] | None:
         from dsx.model import recipe as recipe_model
         from dsx.settings import folders
 
-        chart_cache = folders.from_env(os.environ).chart_cache  # this entry point's one reading of the environment
+        paths = folders.from_env(os.environ)  # this entry point's one reading of the environment
         created_at = bundle_run.source_date(os.environ)
-        request = bundle_run.BundleRequest(
-            output=output, chart_cache=chart_cache, created_at=created_at, lint=lint, **given
-        )
+        request = bundle_run.BundleRequest(output=output, paths=paths, created_at=created_at, lint=lint, **given)
         bundle_run.make_bundle(recipe_model.load(recipe_path), request)
 
     return bundle

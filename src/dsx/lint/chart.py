@@ -53,6 +53,38 @@ class ChartData:
     origin: str = ""
 
 
+def as_plain(chart: ChartData) -> dict[str, Any]:
+    """`chart` as plain data (dicts, tuples, frozensets, text, numbers) for a `marshal` cache file."""
+    return {
+        "name": chart.name,
+        "version": chart.version,
+        "defaults": chart.defaults,
+        "values_refs": chart.values_refs,
+        "schema": chart.schema,
+        "subcharts": chart.subcharts,
+        "subchart_data": {key: as_plain(sub) for key, sub in chart.subchart_data.items()},
+        "deprecations": {path: (d.note, d.replacement) for path, d in chart.deprecations.items()},
+        "origin": chart.origin,
+    }
+
+
+def from_plain(data: dict[str, Any]) -> ChartData:
+    """The `ChartData` that `as_plain` wrote."""
+    return ChartData(
+        name=data["name"],
+        version=data["version"],
+        defaults=data["defaults"],
+        values_refs=data["values_refs"],
+        schema=data["schema"],
+        subcharts=data["subcharts"],
+        subchart_data={key: from_plain(sub) for key, sub in data["subchart_data"].items()},
+        deprecations={
+            path: Deprecation(note, replacement) for path, (note, replacement) in data["deprecations"].items()
+        },
+        origin=data["origin"],
+    )
+
+
 def dotted(path: KeyPath) -> str:
     return ".".join(path)
 

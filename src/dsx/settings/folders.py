@@ -40,6 +40,11 @@ class PathSettings:
         return self.cache_dir / "charts"
 
     @property
+    def parsed_chart_cache(self) -> Path:
+        """Chart data as lint reads it, kept per chart directory (`dsx.charts.sources.DirectorySource`)."""
+        return self.cache_dir / "parsed-charts"
+
+    @property
     def sim_dir(self) -> Path:
         return self.state_dir / "sim"
 

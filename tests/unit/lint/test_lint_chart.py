@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from dsx.charts import sources
 from dsx.errors import BadInputError
 from dsx.lint import chart
 from dsx.lint.chart import split_path
+from dsx.model.recipe import ComponentRef
 
 
 def test_template_refs_cover_dot_dollar_and_index_forms() -> None:
@@ -89,3 +92,69 @@ def test_a_broken_values_file_names_the_file(tmp_path: Path) -> None:
 
     with pytest.raises(BadInputError, match=r"values\.yaml: malformed YAML"):
         chart.load_chart_dir(tmp_path, name="x", version="1", origin="test")
+
+
+def test_every_packaged_chart_and_an_unpacked_one_survive_the_parsed_cache_unchanged(tmp_path: Path) -> None:
+    """`as_plain` → marshal → `from_plain` gives back exactly what reading the directory gave."""
+    import marshal
+
+    test_an_unpacked_helm_chart_reads_like_the_cache_layout(tmp_path)  # a chart with a subchart
+    (tmp_path / "mychart" / "values.yaml").write_text("image:\n  old: v1  # Deprecated, replaced by image.tag\n")
+    packaged = sorted(p.parent for p in sources.packaged_charts().glob("*/*/values.yaml"))
+    assert len(packaged) >= 4
+    read = [chart.load_chart_dir(d, name=d.parent.name, version=d.name, origin="t") for d in packaged]
+    read.append(chart.load_chart_dir(tmp_path / "mychart", name="mychart", version="1.0.0", origin="t"))
+    assert read[-1].subchart_data and read[-1].deprecations and read[-1].values_refs  # every field holds something
+    for data in read:
+        assert chart.from_plain(marshal.loads(marshal.dumps(chart.as_plain(data)))) == data, data.name
+
+
+def _cached_source(root: Path, parsed: Path) -> sources.DirectorySource:
+    return sources.DirectorySource(root, "test", parsed_dir=parsed)
+
+
+def test_a_parsed_chart_is_read_from_the_cache_until_a_file_of_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helm_component: Callable[..., ComponentRef]
+) -> None:
+    root, parsed = tmp_path / "charts", tmp_path / "parsed"
+    directory = root / "demo" / "1.0.0"
+    directory.mkdir(parents=True)
+    (directory / "values.yaml").write_text("image:\n  old: v1  # Deprecated, replaced by image.tag\n  tag: v1\n")
+    (directory / "values-refs.txt").write_text("image.tag\n")
+    component = helm_component("demo", "1.0.0", {})
+    first = _cached_source(root, parsed).chart_for(component)
+    assert len(list(parsed.iterdir())) == 1
+    assert first.deprecations  # a non-trivial chart
+
+    reads: list[Path] = []
+    real_load = chart.load_chart_dir
+
+    def counting(directory: Path, **kwargs: str) -> chart.ChartData:
+        reads.append(directory)
+        return real_load(directory, **kwargs)
+
+    monkeypatch.setattr(chart, "load_chart_dir", counting)
+    assert _cached_source(root, parsed).chart_for(component) == first  # a new process: from the cache
+    assert reads == []
+
+    (directory / "values-refs.txt").write_text("image.tag\nimage.digest\n")
+    edited = _cached_source(root, parsed).chart_for(component)
+    assert reads == [directory]
+    assert ("image", "digest") in edited.values_refs
+    assert len(list(parsed.iterdir())) == 1  # the stale file was dropped
+
+    (cache_file,) = parsed.iterdir()
+    cache_file.write_bytes(b"not marshal")
+    assert _cached_source(root, parsed).chart_for(component) == edited
+    assert len(reads) == 2
+
+
+def test_an_unwritable_parsed_cache_costs_only_speed(
+    tmp_path: Path, helm_component: Callable[..., ComponentRef]
+) -> None:
+    root, parsed = tmp_path / "charts", tmp_path / "parsed"
+    parsed.write_text("a file where the folder would be")
+    (root / "demo" / "1.0.0").mkdir(parents=True)
+    (root / "demo" / "1.0.0" / "values.yaml").write_text("a: 1\n")
+    assert _cached_source(root, parsed).chart_for(helm_component("demo", "1.0.0", {})).defaults == {"a": 1}
+    assert parsed.read_text() == "a file where the folder would be"

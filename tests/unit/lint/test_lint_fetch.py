@@ -24,6 +24,13 @@ from dsx.charts import archive, fetch, sources
 from dsx.errors import BadInputError
 from dsx.lint import check
 from dsx.model.recipe import ComponentRef, Recipe
+from dsx.settings.folders import PathSettings
+
+
+def _folders(cache: Path) -> PathSettings:
+    """Folders whose cache root is `cache` (charts and parsed chart data under it)."""
+    return PathSettings(cache_dir=cache, state_dir=cache.parent / "state")
+
 
 TOKEN = "anonymous-pull-token"
 
@@ -167,7 +174,7 @@ def test_lint_through_the_default_chain_fetches_once_then_reads_the_cache(
     serve_helm_repository(chart_server, demo_chart())
     values = {"replicas": "two", "image": {"tga": "v2"}, "podLabels": {"team": "a"}, "cache": {"prot": 1}}
     recipe = recipe_of(helm_component("demo", "1.2.0", values, source=f"{chart_server.url}/repo"))
-    source = sources.default_source(cache_dir=tmp_path / "cache")
+    source = sources.default_source(paths=_folders(tmp_path / "cache"))
 
     first = check.lint_recipe(recipe, source)
     downloads = len(chart_server.requests)
@@ -231,7 +238,7 @@ def test_an_unreachable_repository_is_reported_not_linted(
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
     component = helm_component("demo", "1.2.0", {"a": 1}, source=f"http://127.0.0.1:{closed_port}/repo")
-    source = sources.default_source(cache_dir=tmp_path / "cache")
+    source = sources.default_source(paths=_folders(tmp_path / "cache"))
 
     report = check.lint_recipe(recipe_of(component), source)
 
@@ -251,7 +258,9 @@ def test_offline_lookup_never_touches_the_network(
     serve_helm_repository(chart_server, demo_chart())
     component = helm_component("demo", "1.2.0", {"a": 1}, source=f"{chart_server.url}/repo")
 
-    report = check.lint_recipe(recipe_of(component), sources.default_source(cache_dir=tmp_path / "c", offline=True))
+    report = check.lint_recipe(
+        recipe_of(component), sources.default_source(paths=_folders(tmp_path / "c"), offline=True)
+    )
 
     assert chart_server.requests == []
     assert report.not_linted[0].reason.endswith("(offline)")
@@ -327,7 +336,7 @@ def test_without_a_network_each_chart_says_offline_and_the_dns_error_is_kept_onc
     # .invalid never resolves (RFC 2606): what a machine without DNS sees for every repository
     first = helm_component("demo", "1.2.0", {"a": 1}, source="https://charts.dsx-test.invalid/repo")
     second = helm_component("other", "2.0.0", {"b": 1}, source="https://other.dsx-test.invalid/repo")
-    source = sources.default_source(cache_dir=tmp_path / "cache")
+    source = sources.default_source(paths=_folders(tmp_path / "cache"))
 
     report = check.lint_recipe(recipe_of(first, second), source)
 

@@ -1,0 +1,91 @@
+"""Checked data kept between runs as `marshal` files keyed by the hash of their sources.
+
+The one home for dsx's start-up caches: the compiled recipe catalog (`dsx.recipes.compiled`)
+and parsed chart data (`dsx.charts.sources`). Each is rebuilt from files that are read and
+checked on a miss (YAML, schemas), and is a few milliseconds to load on a hit. A cache file's
+name holds its stem (what it caches), a key (a hash of every source file's path and bytes, so
+an edited source is a miss) and the interpreter's cache tag; its content holds a version, so a
+changed shape is a miss too.
+
+`marshal` rather than JSON: it loads several times faster and needs no import. The files are
+trusted as `__pycache__` is (same user, same folder rules). An unreadable, foreign or stale file
+is a miss; an unwritable folder or data marshal cannot hold (a YAML timestamp) only costs speed.
+This module imports nothing beyond the interpreter's own start-up set: `dsx recipe`'s fast path
+reads the catalog through it.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+_MARK = "dsx-marshal-cache"
+
+
+def tree_digest(root: str, folders: Iterable[str] = ("",)) -> str | None:
+    """Hex hash of `root` and of every file under its `folders` (path within root, bytes); None if one is unreadable."""
+    import hashlib
+
+    digest = hashlib.sha256(root.encode())
+    try:
+        for path in sorted(p for folder in folders for p in _files(os.path.join(root, folder))):
+            digest.update(f"\0{path[len(root) :].lstrip(os.sep)}\0".encode())  # the path within root
+            with open(path, "rb") as handle:
+                digest.update(handle.read())
+    except OSError:
+        return None
+    return digest.hexdigest()[:24]
+
+
+def _files(folder: str) -> list[str]:
+    found: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for entry in entries:
+        if entry.is_dir():
+            found.extend(_files(entry.path))
+        elif entry.is_file():
+            found.append(entry.path)
+    return found
+
+
+def _path(folder: str, stem: str, key: str) -> str:
+    return os.path.join(folder, f"{stem}-{key}.{sys.implementation.cache_tag or 'python'}.marshal")
+
+
+def read(folder: str, stem: str, key: str, *, version: int) -> Any:
+    """The data kept for `stem` at `key` in shape `version`, or None when there is none to trust."""
+    try:
+        with open(_path(folder, stem, key), "rb") as handle:
+            kept = marshal.loads(handle.read())  # noqa: S302 - our own cache file, trusted as __pycache__ is
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if not isinstance(kept, tuple) or len(kept) != 3 or kept[:2] != (_MARK, version):
+        return None
+    return kept[2]
+
+
+def write(folder: str, stem: str, key: str, data: Any, *, version: int) -> None:
+    """Keep `data` for `stem` at `key` (`dsx.atomic`: a reader never sees half a file) and drop the
+    stem's files of other keys. Failing only costs the next run its speed, so it never raises."""
+    from dsx import atomic  # only on a miss: the import is paid then
+
+    path = _path(folder, stem, key)
+    name = os.path.basename(path)
+    try:
+        payload = marshal.dumps((_MARK, version, data))
+        os.makedirs(folder, exist_ok=True)
+        for other in os.listdir(folder):
+            if other != name and other.startswith(f"{stem}-") and other.endswith(".marshal"):
+                os.unlink(os.path.join(folder, other))
+        atomic.write_file(path, payload)
+    except (OSError, ValueError):
+        return
