@@ -78,3 +78,38 @@ def test_a_failed_folder_write_keeps_the_old_folder(tmp_path: Path, monkeypatch:
         atomic.write_folder(folder, {"Chart.yaml": b"name: new\n", "values.yaml": b"a: 1\n"})
     assert (folder / "Chart.yaml").read_bytes() == b"name: old\n"
     assert os.listdir(tmp_path) == ["chart"]
+
+
+def test_a_folder_of_many_files_is_written_whole_by_several_writers(tmp_path: Path) -> None:
+    files = {f"d{i % 7}/f{i}.txt": f"file {i}\n".encode() * (i + 1) for i in range(120)}
+    executables = {name for i, name in enumerate(sorted(files)) if i % 5 == 0}
+    atomic.write_folder(tmp_path / "b", files, executables=executables)
+    found = {p.relative_to(tmp_path / "b").as_posix(): p for p in (tmp_path / "b").rglob("*") if p.is_file()}
+    assert {name: path.read_bytes() for name, path in found.items()} == files
+    assert {name for name, path in found.items() if stat.S_IMODE(path.stat().st_mode) == 0o755} == executables
+
+
+def test_a_writer_failing_among_many_stops_the_others_and_keeps_the_old_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    folder = tmp_path / "b"
+    atomic.write_folder(folder, {"old.txt": b"old"})
+    threads_before = threading.active_count()
+    calls = [0]
+    real_fsync = os.fsync
+
+    def dies_on_tenth(fd: int) -> None:
+        calls[0] += 1
+        if calls[0] == 10:
+            raise OSError(28, "simulated full disk")
+        real_fsync(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", dies_on_tenth)
+    with pytest.raises(OSError, match="full disk"):
+        atomic.write_folder(folder, {f"f{i}": b"x" for i in range(200)})
+    assert calls[0] < 200  # the other writers stopped
+    assert threading.active_count() == threads_before
+    assert os.listdir(tmp_path) == ["b"]
+    assert os.listdir(folder) == ["old.txt"]
