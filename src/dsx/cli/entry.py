@@ -170,7 +170,7 @@ def _command(verb: str, given: dict[str, Any]) -> Callable[[], None] | None:
     if fmt not in ("yaml", "json"):  # `table` renders through the click command's code
         return None
     target = given.pop("output", None)
-    if target is not None and not _plain_output_path(target):
+    if target is not None and not _plain_path(target):
         return None
     strict = bool(given.pop("strict", False))
     selector = given.pop("selector", None)
@@ -208,7 +208,7 @@ def _bundle_command(given: dict[str, Any]) -> Callable[[], None] | None:
 
     recipe_path = given.pop("recipe", "")
     output = given.pop("output", "")
-    if not recipe_path or not output or not _plain_folder_path(output):
+    if not recipe_path or not output or not _plain_path(output, folder=True):
         return None  # both are required, `-` is stdin and a file is no --output: click says so
     if given.get("deployer", bundle_run.DEPLOYERS[0]) not in bundle_run.DEPLOYERS:
         return None  # click lists the choices
@@ -226,8 +226,9 @@ def _bundle_command(given: dict[str, Any]) -> Callable[[], None] | None:
     return bundle
 
 
-def _plain_folder_path(target: str) -> bool:
-    """Whether click's `Path(file_okay=False)` takes `target` as it is: absent, or a readable non-file."""
+def _plain_path(target: str, *, folder: bool = False) -> bool:
+    """Whether click's `Path(dir_okay=False)` (or, for a `folder`, `Path(file_okay=False)`) takes
+    `target` as it is: absent, or a readable file (folder: anything but a regular file)."""
     if not target:
         return False
     try:
@@ -236,17 +237,5 @@ def _plain_folder_path(target: str) -> bool:
         return True
     import stat
 
-    return not stat.S_ISREG(status.st_mode) and os.access(target, os.R_OK)
-
-
-def _plain_output_path(target: str) -> bool:
-    """Whether click's `Path(dir_okay=False)` takes `target` as it is: absent, or a readable non-directory."""
-    if not target:
-        return False
-    try:
-        status = os.stat(target)
-    except OSError:
-        return True
-    import stat
-
-    return not stat.S_ISDIR(status.st_mode) and os.access(target, os.R_OK)
+    refused = stat.S_ISREG(status.st_mode) if folder else stat.S_ISDIR(status.st_mode)
+    return not refused and os.access(target, os.R_OK)
