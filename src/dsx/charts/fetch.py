@@ -21,6 +21,7 @@ from typing import Any
 
 from dsx import httpclient
 from dsx.charts import archive, sources
+from dsx.charts import directory as chart_directory
 from dsx.errors import BadInputError
 from dsx.lint import chart as chart_data
 from dsx.model.recipe import ComponentRef
@@ -82,7 +83,7 @@ class RepositoryFetcher:
         except OSError as exc:
             raise sources.ChartUnavailable(f"{target}: cannot write the chart cache: {exc.strerror}") from exc
         try:
-            return chart_data.load_chart_dir(target, name=name, version=component.version, origin=f"fetched {url}")
+            return chart_directory.load_chart_dir(target, name=name, version=component.version, origin=f"fetched {url}")
         except BadInputError as exc:
             raise sources.ChartUnavailable(str(exc)) from exc
 

@@ -8,11 +8,11 @@ the reasons so a `not linted` line says everywhere it looked.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
 from dsx import catalog
+from dsx.charts import directory as chart_directory
 from dsx.lint import chart as chart_data
 from dsx.lint.ports import ChartSource, ChartUnavailable, chart_name
 from dsx.model.recipe import ComponentRef
@@ -25,16 +25,11 @@ def version_spellings(version: str) -> list[str]:
     return [version, other]
 
 
-PARSED_VERSION = 1
-"""Shape of the parsed chart data kept in `parsed_dir` (`chart_data.as_plain`); bumped when it changes."""
-
-
 class DirectorySource:
     """Charts laid out as `<root>/<chart>/<version>/` (the dsx cache layout or unpacked charts).
 
-    With `parsed_dir`, what a chart directory reads into is also kept there (`dsx.marshal_cache`,
-    keyed by a hash of every file in the directory), so the next process skips parsing its
-    values: ~25 ms of `dsx bundle`'s lint for the packaged charts.
+    With `parsed_dir`, what a chart directory reads into is also kept there
+    (`dsx.charts.directory.load`), so the next process skips parsing it.
     """
 
     def __init__(self, root: Path, label: str, *, show_root: bool = True, parsed_dir: Path | None = None) -> None:
@@ -59,21 +54,7 @@ class DirectorySource:
         raise ChartUnavailable(f"{_no_data(component)}: {looked}", looked=looked)
 
     def _read(self, directory: Path, name: str, version: str, origin: str) -> chart_data.ChartData:
-        if self.parsed_dir is None:
-            return chart_data.load_chart_dir(directory, name=name, version=version, origin=origin)
-        from dsx import marshal_cache
-
-        folder = str(self.parsed_dir)
-        # one file per directory and reading of it; the key changes with any file in the directory
-        stem = hashlib.sha256(f"{directory.resolve()}\0{name}\0{version}\0{origin}".encode()).hexdigest()[:16]
-        key = marshal_cache.tree_digest(str(directory))
-        kept = marshal_cache.read(folder, stem, key, version=PARSED_VERSION) if key is not None else None
-        if isinstance(kept, dict):
-            return chart_data.from_plain(kept)
-        loaded = chart_data.load_chart_dir(directory, name=name, version=version, origin=origin)
-        if key is not None:
-            marshal_cache.write(folder, stem, key, chart_data.as_plain(loaded), version=PARSED_VERSION)
-        return loaded
+        return chart_directory.load(directory, name=name, version=version, origin=origin, parsed_dir=self.parsed_dir)
 
 
 def offline_reason(source: ChartSource) -> str | None:

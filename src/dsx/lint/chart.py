@@ -1,10 +1,8 @@
 """What dsx knows about one chart at one version: its defaults, schema, the values its templates read.
 
-A chart directory is either the dsx cache layout (`values.yaml`, `Chart.yaml`, optional
-`values.schema.json`, `values-refs.txt` with one `.Values` path per line, `subcharts.txt` with
-one subchart values key per line, `charts/<key>/` holding subchart data in the same layout) or an
-unpacked Helm chart (`templates/` is scanned for `.Values.` paths, subcharts come from `charts/`
-and the `Chart.yaml` dependencies). Both read into the same `ChartData`.
+`ChartData` and the text parsers that fill it (template refs, deprecation comments, refs and
+subchart listings); the names of a chart directory's files. Reading a directory is an adapter's
+job (`dsx.charts.directory`), as fetching a chart is (`dsx.charts.fetch`).
 """
 
 from __future__ import annotations
@@ -12,11 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from dsx import serialization
-from dsx.errors import BadInputError
 
 KeyPath = tuple[str, ...]
 """A values key path as segments: `("driver", "upgradePolicy", "maxParallelUpgrades")`."""
@@ -235,9 +231,6 @@ def parse_yaml_fast(text: str | bytes, *, source: str) -> Any:
     return serialization.parse_yaml(text, source=source, limits=CHART_LIMITS)
 
 
-# --- reading a chart directory ----------------------------------------------------------------
-
-
 def key_paths(values: Mapping[str, Any], prefix: KeyPath = ()) -> set[KeyPath]:
     """Every key path of a values tree, maps included (`a`, `a.b`, `a.b.c`)."""
     paths: set[KeyPath] = set()
@@ -247,81 +240,3 @@ def key_paths(values: Mapping[str, Any], prefix: KeyPath = ()) -> set[KeyPath]:
         if isinstance(value, Mapping):
             paths |= key_paths(value, path)
     return paths
-
-
-def load_chart_dir(directory: Path, *, name: str, version: str, origin: str) -> ChartData:
-    """Read one chart directory (cache layout or unpacked chart); BadInputError names a broken file."""
-    values_path = directory / VALUES_FILE
-    values_text = serialization.read_text(values_path, max_bytes=CHART_LIMITS.max_bytes)
-    defaults = parse_yaml_fast(values_text, source=str(values_path)) or {}
-    if not isinstance(defaults, dict):
-        raise BadInputError(f"{values_path}: expected a mapping at the top level")
-    schema = _load_schema(directory / SCHEMA_FILE)
-    chart_yaml = _load_chart_yaml(directory / CHART_FILE)
-
-    refs_path = directory / REFS_FILE
-    if refs_path.is_file():
-        refs = parse_refs_text(serialization.read_text(refs_path))
-    else:
-        templates = sorted(p for p in (directory / TEMPLATES_DIR).rglob("*") if p.is_file())
-        refs = values_refs_from_templates(serialization.read_text(p) for p in templates)
-    refs |= condition_refs(chart_yaml)
-
-    subcharts, subchart_dirs = _subcharts_of(directory, chart_yaml)
-    subchart_data = {
-        key: load_chart_dir(path, name=key, version="", origin=f"{origin} (subchart {key})")
-        for key, path in subchart_dirs.items()
-    }
-    known = key_paths(defaults) | set(refs)
-    return ChartData(
-        name=name,
-        version=version,
-        defaults=defaults,
-        values_refs=refs,
-        schema=schema,
-        subcharts=subcharts,
-        subchart_data=subchart_data,
-        deprecations=deprecations_from_values_text(values_text, known),
-        origin=origin,
-    )
-
-
-def _subcharts_of(directory: Path, chart_yaml: Mapping[str, Any]) -> tuple[tuple[str, ...], dict[str, Path]]:
-    """Subchart values keys, and the directory holding each one's data where there is one.
-
-    In the cache layout `charts/<key>/` is already named by the values key; in an unpacked
-    chart `charts/<chart-name>/` is found under every alias the dependencies give it.
-    """
-    sub_root = directory / SUBCHART_DIR
-    present = sorted(p for p in sub_root.iterdir() if (p / VALUES_FILE).is_file()) if sub_root.is_dir() else []
-    listing = directory / SUBCHARTS_FILE
-    if listing.is_file():
-        keys = [line.strip() for line in serialization.read_text(listing).splitlines() if line.strip()]
-        dirs = {p.name: p for p in present}
-    else:
-        aliases = dependency_keys(chart_yaml)
-        keys = [key for names in aliases.values() for key in names]
-        dirs = {}
-        for path in present:
-            sub_chart = _load_chart_yaml(path / CHART_FILE)
-            for key in aliases.get(str(sub_chart.get("name") or path.name), [path.name]):
-                dirs[key] = path
-    return tuple(dict.fromkeys([*keys, *dirs])), dirs
-
-
-def _load_schema(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    schema = serialization.parse_json(
-        serialization.read_text(path, max_bytes=CHART_LIMITS.max_bytes), source=str(path), limits=CHART_LIMITS
-    )
-    if not isinstance(schema, dict):
-        raise BadInputError(f"{path}: a values schema must be a JSON object")
-    return schema
-
-
-def _load_chart_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    data = serialization.load_yaml_file(path, limits=CHART_LIMITS) or {}
-    return data if isinstance(data, dict) else {}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dsx.charts import directory as chart_directory
 from dsx.charts import sources
 from dsx.errors import BadInputError
 from dsx.lint import chart
@@ -79,7 +80,7 @@ def test_an_unpacked_helm_chart_reads_like_the_cache_layout(tmp_path: Path) -> N
     (root / "charts" / "redis" / "values.yaml").write_text("port: 6379\n")
     (root / "charts" / "redis" / "Chart.yaml").write_text("apiVersion: v2\nname: redis\nversion: 18.0.0\n")
 
-    data = chart.load_chart_dir(root, name="mychart", version="1.0.0", origin="test")
+    data = chart_directory.load_chart_dir(root, name="mychart", version="1.0.0", origin="test")
 
     assert data.values_refs == {("image", "tag"), ("image", "digest"), ("cache", "enabled")}
     assert data.subcharts == ("cache", "pg")
@@ -91,7 +92,7 @@ def test_a_broken_values_file_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "values.yaml").write_text("a: [unclosed\n")
 
     with pytest.raises(BadInputError, match=r"values\.yaml: malformed YAML"):
-        chart.load_chart_dir(tmp_path, name="x", version="1", origin="test")
+        chart_directory.load_chart_dir(tmp_path, name="x", version="1", origin="test")
 
 
 def test_every_packaged_chart_and_an_unpacked_one_survive_the_parsed_cache_unchanged(tmp_path: Path) -> None:
@@ -102,8 +103,8 @@ def test_every_packaged_chart_and_an_unpacked_one_survive_the_parsed_cache_uncha
     (tmp_path / "mychart" / "values.yaml").write_text("image:\n  old: v1  # Deprecated, replaced by image.tag\n")
     packaged = sorted(p.parent for p in sources.packaged_charts().glob("*/*/values.yaml"))
     assert len(packaged) >= 4
-    read = [chart.load_chart_dir(d, name=d.parent.name, version=d.name, origin="t") for d in packaged]
-    read.append(chart.load_chart_dir(tmp_path / "mychart", name="mychart", version="1.0.0", origin="t"))
+    read = [chart_directory.load_chart_dir(d, name=d.parent.name, version=d.name, origin="t") for d in packaged]
+    read.append(chart_directory.load_chart_dir(tmp_path / "mychart", name="mychart", version="1.0.0", origin="t"))
     assert read[-1].subchart_data and read[-1].deprecations and read[-1].values_refs  # every field holds something
     for data in read:
         assert chart.from_plain(marshal.loads(marshal.dumps(chart.as_plain(data)))) == data, data.name
@@ -127,13 +128,13 @@ def test_a_parsed_chart_is_read_from_the_cache_until_a_file_of_it_changes(
     assert first.deprecations  # a non-trivial chart
 
     reads: list[Path] = []
-    real_load = chart.load_chart_dir
+    real_load = chart_directory.load_chart_dir
 
     def counting(directory: Path, **kwargs: str) -> chart.ChartData:
         reads.append(directory)
         return real_load(directory, **kwargs)
 
-    monkeypatch.setattr(chart, "load_chart_dir", counting)
+    monkeypatch.setattr(chart_directory, "load_chart_dir", counting)
     assert _cached_source(root, parsed).chart_for(component) == first  # a new process: from the cache
     assert reads == []
 
