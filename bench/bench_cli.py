@@ -13,7 +13,8 @@ PYTHONDONTWRITEBYTECODE, set in some sandboxes, would recompile every module on 
 the compiled files go to a temporary PYTHONPYCACHEPREFIX, not into the tree. dsx's cache is a
 temporary DSX_CACHE_DIR too (other checkouts sharing ~/.cache/dsx would evict its catalog
 cache mid-run; its chart cache starts empty, so lint reads the charts packaged in the catalog,
-as on a fresh install). A warm-up round fills both first. Run with `make bench` or `python bench/run.py cli`;
+as on a fresh install). A warm-up round fills the bytecode, the compiled catalog and the parsed
+chart data first, as any second run of dsx finds them. Run with `make bench` or `python bench/run.py cli`;
 `DSX_BENCH_CLI_RUNS` changes the number of rounds (default 21).
 """
 
