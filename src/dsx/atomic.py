@@ -104,15 +104,17 @@ def _in_parallel(names: list[str], write: Callable[[str], None]) -> None:
                 return
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(_WRITERS, len(names)))]
-    for thread in threads:
-        thread.start()
+    started: list[threading.Thread] = []
     try:
         for thread in threads:
+            thread.start()
+            started.append(thread)
+        for thread in started:
             thread.join()
     except BaseException:
         with lock:
             failures.append(KeyboardInterrupt())  # stops the workers before the caller removes the folder
-        for thread in threads:
+        for thread in started:
             thread.join()
         raise
     if failures:

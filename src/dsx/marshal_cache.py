@@ -28,19 +28,41 @@ if TYPE_CHECKING:
 _MARK = "dsx-marshal-cache"
 
 
-def tree_digest(root: str, folders: Iterable[str] = ("",)) -> str | None:
-    """Hex hash of `root` and of every file under its `folders` (path within root, bytes); None if one is unreadable."""
+def tree_digest(root: str, folders: Iterable[str] = ("",), *, code: Iterable[str] = ()) -> str | None:
+    """Hex hash of `root` and of every file under its `folders` (path within root, length, bytes),
+    and of the `.py` files in `code` (files or folders of the dsx code that turns those files into
+    the kept data, so a dsx that reads them differently misses too). None when root is no folder
+    or a file is unreadable."""
     import hashlib
 
+    if not os.path.isdir(root):
+        return None
     digest = hashlib.sha256(root.encode())
     try:
         for path in sorted(p for folder in folders for p in _files(os.path.join(root, folder))):
-            digest.update(f"\0{path[len(root) :].lstrip(os.sep)}\0".encode())  # the path within root
-            with open(path, "rb") as handle:
-                digest.update(handle.read())
+            _add(digest, path[len(root) :].lstrip(os.sep), path)  # the path within root
+        for path in sorted(_code_files(code)):
+            _add(digest, "code:" + os.path.basename(path), path)
     except OSError:
         return None
     return digest.hexdigest()[:24]
+
+
+def _add(digest: Any, name: str, path: str) -> None:
+    with open(path, "rb") as handle:
+        data = handle.read()
+    digest.update(f"\0{name}\0{len(data)}\0".encode())  # the length: no two trees hash alike by shifting bytes
+    digest.update(data)
+
+
+def _code_files(code: Iterable[str]) -> list[str]:
+    found: list[str] = []
+    for path in code:
+        if os.path.isdir(path):
+            found.extend(p for p in _files(path) if p.endswith(".py"))
+        else:
+            found.append(path)
+    return found
 
 
 def _files(folder: str) -> list[str]:
@@ -73,9 +95,17 @@ def read(folder: str, stem: str, key: str, *, version: int) -> Any:
     return kept[2]
 
 
+_UNUSED_S = 30 * 86400
+"""A cache file no run has rewritten for this long is removed by the next write in its folder
+(a still-used one is only rebuilt once); a temporary file left by a killed writer goes after an hour."""
+
+
 def write(folder: str, stem: str, key: str, data: Any, *, version: int) -> None:
-    """Keep `data` for `stem` at `key` (`dsx.atomic`: a reader never sees half a file) and drop the
-    stem's files of other keys. Failing only costs the next run its speed, so it never raises."""
+    """Keep `data` for `stem` at `key` (`dsx.atomic`: a reader never sees half a file), drop the
+    stem's files of other keys and the folder's long-unused files. Failing only costs the next run
+    its speed, so it never raises."""
+    import time
+
     from dsx import atomic  # only on a miss: the import is paid then
 
     path = _path(folder, stem, key)
@@ -83,9 +113,18 @@ def write(folder: str, stem: str, key: str, data: Any, *, version: int) -> None:
     try:
         payload = marshal.dumps((_MARK, version, data))
         os.makedirs(folder, exist_ok=True)
-        for other in os.listdir(folder):
-            if other != name and other.startswith(f"{stem}-") and other.endswith(".marshal"):
-                os.unlink(os.path.join(folder, other))
         atomic.write_file(path, payload)
+        others = [entry for entry in os.scandir(folder) if entry.name != name]
     except (OSError, ValueError):
         return
+    now = time.time()
+    for entry in others:
+        try:
+            if entry.name.endswith(".marshal"):
+                stale = entry.name.startswith(f"{stem}-") or now - entry.stat().st_mtime > _UNUSED_S
+            else:
+                stale = entry.name.endswith(".tmp") and now - entry.stat().st_mtime > 3600
+            if stale:
+                os.unlink(entry.path)
+        except OSError:
+            continue  # another process removed it, or it is not ours to remove

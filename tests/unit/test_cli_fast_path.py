@@ -191,6 +191,7 @@ def test_a_plain_bundle_is_made_the_same_both_ways(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
+    monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))  # lint sees the packaged charts, not a user's cache
     monkeypatch.chdir(tmp_path)
     out, foreign = Path("bundle"), tmp_path / "notes"
     foreign.mkdir()
@@ -211,6 +212,7 @@ def test_a_plain_bundle_is_made_the_same_both_ways(
 def test_an_earlier_bundle_is_replaced_the_same_both_ways(
     recipes: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
     args = ["bundle", "--recipe", recipes["recipe"], "--output", str(tmp_path / "b"), "--deployer", "flux"]
     assert _run(args, capsys)[0] == 0
     fast = _run(["bundle", "--recipe", recipes["recipe"], "--output", str(tmp_path / "b")], capsys)
@@ -283,3 +285,20 @@ def test_the_fast_bundle_reads_the_chart_cache_of_the_environment(
     monkeypatch.setattr(entry, "parse", lambda _args: None)
     assert _run(args, capsys) == fast
     assert fast[0] == 1 and "gpu-operator" in fast[2] and "chart cache" in fast[2]
+
+
+def test_a_name_the_terminal_cannot_encode_is_escaped_after_the_bundle_is_written(
+    recipes: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", ascii_out)
+    with pytest.raises(SystemExit) as info:
+        cli_main.main(["bundle", "--recipe", recipes["recipe"], "--output", str(tmp_path / "bündel")])
+    assert info.value.code == 0
+    ascii_out.seek(0)
+    assert "bundle " + str(tmp_path) + "/b\\xfcndel: 34 files" in ascii_out.read()
+    assert (tmp_path / "bündel" / "checksums.txt").is_file()

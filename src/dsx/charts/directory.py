@@ -36,14 +36,22 @@ def load(directory: Path, *, name: str, version: str, origin: str, parsed_dir: P
     folder = str(parsed_dir)
     # one file per directory and reading of it; the key changes with any file in the directory
     stem = hashlib.sha256(f"{directory.resolve()}\0{name}\0{version}\0{origin}".encode()).hexdigest()[:16]
-    key = marshal_cache.tree_digest(str(directory))
+    key = marshal_cache.tree_digest(str(directory), code=_READER_CODE)
     kept = marshal_cache.read(folder, stem, key, version=PARSED_VERSION) if key is not None else None
     if isinstance(kept, dict):
         return chart_data.from_plain(kept)
     loaded = load_chart_dir(directory, name=name, version=version, origin=origin)
-    if key is not None:
+    if key is not None and marshal_cache.tree_digest(str(directory), code=_READER_CODE) == key:
+        # kept only when no file changed while it was read (a fetch may replace the folder meanwhile)
         marshal_cache.write(folder, stem, key, chart_data.as_plain(loaded), version=PARSED_VERSION)
     return loaded
+
+
+_READER_CODE = tuple(
+    str(Path(__file__).resolve().parents[1] / part)
+    for part in ("lint/chart.py", "charts/directory.py", "serialization.py")
+)
+"""The code that turns a chart directory into `ChartData`: a dsx that reads charts differently misses."""
 
 
 def load_chart_dir(directory: Path, *, name: str, version: str, origin: str) -> chart_data.ChartData:

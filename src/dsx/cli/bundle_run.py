@@ -113,7 +113,14 @@ def lint_gate(recipe: Recipe, paths: PathSettings) -> None:
 
 
 def say(text: str, *, err: bool = False, newline: bool = True) -> None:
-    """Write a line to stdout (or stderr) and flush, as `click.echo` does."""
+    """Write a line to stdout (or stderr) and flush, as `click.echo` does; a character the stream's
+    encoding lacks (an ASCII locale, a folder named `bündel`) is escaped, never an error after the
+    bundle is written."""
     stream = sys.stderr if err else sys.stdout
-    stream.write(text + "\n" if newline else text)
+    line = text + "\n" if newline else text
+    try:
+        stream.write(line)
+    except UnicodeEncodeError:
+        encoding = stream.encoding or "utf-8"
+        stream.write(line.encode(encoding, "backslashreplace").decode(encoding))
     stream.flush()

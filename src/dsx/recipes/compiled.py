@@ -5,8 +5,8 @@ builds a model object per overlay, patch, constraint and assert: right for a cat
 have changed, and ~40 ms that `dsx recipe` would pay on every run. The checked catalog is
 therefore also kept as plain data (`catalog.compile_catalog`) in a `dsx.marshal_cache` file
 under the caller's cache folder (the entry point's `$DSX_CACHE_DIR/recipes/`), keyed by a hash
-of every catalog file's path and bytes, so an edited catalog is loaded, checked and compiled
-again. A hit costs reading one file; the recipe itself is still resolved on every run
+of every catalog file and of the code that compiles it, so an edited catalog (or a dsx that
+compiles it differently) is loaded, checked and compiled again. A hit costs reading one file; the recipe itself is still resolved on every run
 (`dsx.recipes.resolve`), never cached. A caller without a cache folder (a library call, a test)
 compiles once per process. This module imports nothing beyond the interpreter's own start-up set.
 """
@@ -37,8 +37,11 @@ def default_root() -> str:
 
 
 def fingerprint(root: str) -> str | None:
-    """Hex hash of the root and of every file under its overlays and components; None if one is unreadable."""
-    return marshal_cache.tree_digest(root, _SOURCES)
+    """Hex hash of the root, of every file under its overlays and components, and of the code that
+    compiles them (`dsx.recipes`, `dsx.model`, `dsx.serialization`); None if one is unreadable."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (os.path.join(package, "recipes"), os.path.join(package, "model"), os.path.join(package, "serialization.py"))
+    return marshal_cache.tree_digest(root, _SOURCES, code=code)
 
 
 def load(root: str | None = None, *, cache_dir: str | None = None) -> dict[str, Any]:

@@ -159,3 +159,43 @@ def test_an_unwritable_parsed_cache_costs_only_speed(
     (root / "demo" / "1.0.0" / "values.yaml").write_text("a: 1\n")
     assert _cached_source(root, parsed).chart_for(helm_component("demo", "1.0.0", {})).defaults == {"a": 1}
     assert parsed.read_text() == "a file where the folder would be"
+
+
+def test_a_dsx_that_reads_charts_differently_does_not_use_the_old_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory, parsed, reader = tmp_path / "demo", tmp_path / "parsed", tmp_path / "reader.py"
+    directory.mkdir()
+    (directory / "values.yaml").write_text("a: 1\n")
+    reader.write_text("# the reader's code, version 1\n")
+    monkeypatch.setattr(chart_directory, "_READER_CODE", (str(reader),))
+    first = chart_directory.load(directory, name="demo", version="1", origin="t", parsed_dir=parsed)
+    reader.write_text("# the reader's code, version 2\n")
+    reads: list[Path] = []
+    real_load = chart_directory.load_chart_dir
+
+    def counting(directory: Path, **kwargs: str) -> chart.ChartData:
+        reads.append(directory)
+        return real_load(directory, **kwargs)
+
+    monkeypatch.setattr(chart_directory, "load_chart_dir", counting)
+    assert chart_directory.load(directory, name="demo", version="1", origin="t", parsed_dir=parsed) == first
+    assert reads == [directory]  # parsed again, not served from the first version's file
+
+
+def test_a_chart_that_changes_while_it_is_read_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    directory, parsed = tmp_path / "demo", tmp_path / "parsed"
+    directory.mkdir()
+    (directory / "values.yaml").write_text("a: 1\n")
+    real_load = chart_directory.load_chart_dir
+
+    def replaced_meanwhile(path: Path, **kwargs: str) -> chart.ChartData:
+        read = real_load(path, **kwargs)
+        (path / "values.yaml").write_text("b: 2\n")  # a fetch swapped the folder after the key was taken
+        return read
+
+    monkeypatch.setattr(chart_directory, "load_chart_dir", replaced_meanwhile)
+    chart_directory.load(directory, name="demo", version="1", origin="t", parsed_dir=parsed)
+    assert not parsed.exists() or list(parsed.iterdir()) == []
+    monkeypatch.setattr(chart_directory, "load_chart_dir", real_load)
+    assert chart_directory.load(directory, name="demo", version="1", origin="t", parsed_dir=parsed).defaults == {"b": 2}
