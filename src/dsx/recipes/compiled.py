@@ -6,9 +6,10 @@ have changed, and ~40 ms that `dsx recipe` would pay on every run. The checked c
 therefore also kept as plain data (`catalog.compile_catalog`) in a `dsx.marshal_cache` file
 under the caller's cache folder (the entry point's `$DSX_CACHE_DIR/recipes/`), keyed by a hash
 of every catalog file and of the code that compiles it, so an edited catalog (or a dsx that
-compiles it differently) is loaded, checked and compiled again. A hit costs reading one file; the recipe itself is still resolved on every run
-(`dsx.recipes.resolve`), never cached. A caller without a cache folder (a library call, a test)
-compiles once per process. This module imports nothing beyond the interpreter's own start-up set.
+compiles it differently) is loaded, checked and compiled again. A hit costs reading one file;
+the recipe itself is still resolved on every run (`dsx.recipes.resolve`), never cached. A
+caller without a cache folder (a library call, a test) compiles once per process. This module
+imports nothing beyond the interpreter's own start-up set.
 """
 
 from __future__ import annotations
