@@ -110,6 +110,19 @@ def test_every_packaged_chart_and_an_unpacked_one_survive_the_parsed_cache_uncha
         assert chart.from_plain(marshal.loads(marshal.dumps(chart.as_plain(data)))) == data, data.name
 
 
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """From now on every chart directory actually parsed is appended to the list returned."""
+    reads: list[Path] = []
+    real_load = chart_directory.load_chart_dir
+
+    def counting(directory: Path, **kwargs: str) -> chart.ChartData:
+        reads.append(directory)
+        return real_load(directory, **kwargs)
+
+    monkeypatch.setattr(chart_directory, "load_chart_dir", counting)
+    return reads
+
+
 def _cached_source(root: Path, parsed: Path) -> sources.DirectorySource:
     return sources.DirectorySource(root, "test", parsed_dir=parsed)
 
@@ -127,14 +140,7 @@ def test_a_parsed_chart_is_read_from_the_cache_until_a_file_of_it_changes(
     assert len(list(parsed.iterdir())) == 1
     assert first.deprecations  # a non-trivial chart
 
-    reads: list[Path] = []
-    real_load = chart_directory.load_chart_dir
-
-    def counting(directory: Path, **kwargs: str) -> chart.ChartData:
-        reads.append(directory)
-        return real_load(directory, **kwargs)
-
-    monkeypatch.setattr(chart_directory, "load_chart_dir", counting)
+    reads = _count_reads(monkeypatch)
     assert _cached_source(root, parsed).chart_for(component) == first  # a new process: from the cache
     assert reads == []
 
@@ -171,14 +177,7 @@ def test_a_dsx_that_reads_charts_differently_does_not_use_the_old_parse(
     monkeypatch.setattr(chart_directory, "_READER_CODE", (str(reader),))
     first = chart_directory.load(directory, name="demo", version="1", origin="t", parsed_dir=parsed)
     reader.write_text("# the reader's code, version 2\n")
-    reads: list[Path] = []
-    real_load = chart_directory.load_chart_dir
-
-    def counting(directory: Path, **kwargs: str) -> chart.ChartData:
-        reads.append(directory)
-        return real_load(directory, **kwargs)
-
-    monkeypatch.setattr(chart_directory, "load_chart_dir", counting)
+    reads = _count_reads(monkeypatch)
     assert chart_directory.load(directory, name="demo", version="1", origin="t", parsed_dir=parsed) == first
     assert reads == [directory]  # parsed again, not served from the first version's file
 
