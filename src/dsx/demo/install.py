@@ -194,6 +194,10 @@ def _place(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     return {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
 
 
+def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    return str(obj["kind"]), str(obj["metadata"].get("namespace") or ""), str(obj["metadata"]["name"])
+
+
 def plan(recipe: recipe_model.Recipe) -> Plan:
     """What an installation of `recipe` leaves in a cluster (pure: no cluster is contacted)."""
     namespaces: list[str] = []
@@ -222,6 +226,10 @@ def plan(recipe: recipe_model.Recipe) -> Plan:
             secret = helm_storage.encode_secret(record)
             secret["metadata"]["labels"] = {**secret["metadata"]["labels"], **_labels()}
             objects.append(secret)
+        placed = [_place(obj, component.namespace) for obj in manifests]
+        written = {
+            (str(o["kind"]), str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"])) for o in placed
+        }
         runs_pods = False
         pod_selector: dict[str, str] = {}
         for check in component.health_check_asserts:
@@ -237,14 +245,15 @@ def plan(recipe: recipe_model.Recipe) -> Plan:
                 pod_selector.update(check.selector)
             else:
                 namespace(check.namespace)
-                objects.append(workload(check.kind.value, check.namespace, check.name, image))
+                if (check.kind.value, check.namespace, check.name) not in written:
+                    # a workload the component's manifests write is applied once, as written: a second,
+                    # different copy would start a rollout that the health wait can pass halfway through
+                    objects.append(workload(check.kind.value, check.namespace, check.name, image))
                 runs_pods = True
-        declared = {(str(o["kind"]), str(o["metadata"].get("name"))) for o in manifests}
-        for obj in manifests:
-            placed = _place(obj, component.namespace)
-            namespace(str(placed["metadata"].get("namespace") or ""))
-            objects.append(placed)
-        runs_pods = runs_pods or any(kind in ("Deployment", "StatefulSet", "DaemonSet") for kind, _ in declared)
+        for obj in placed:
+            namespace(str(obj["metadata"].get("namespace") or ""))
+            objects.append(obj)
+        runs_pods = runs_pods or any(kind in ("Deployment", "StatefulSet", "DaemonSet") for kind, _, _ in written)
         crd_only = bool(component.health_check_asserts) and all(
             c.kind is health_asserts.AssertKind.CRD for c in component.health_check_asserts
         )

@@ -144,6 +144,15 @@ def test_images_never_resolve(plan: install.Plan) -> None:
     assert images and all(i.startswith("registry.invalid/") for i in images)
 
 
+def test_every_object_is_planned_once(plan: install.Plan) -> None:
+    """A second, different copy of a workload (an asserted one the manifests also write) would be a
+    rollout right after the install, which the health wait could pass halfway through."""
+    keys = [(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in plan.objects]
+    assert sorted(k for k in set(keys) if keys.count(k) > 1) == []
+    sentinel = objects_of(plan, "DaemonSet")[("dsx-system", "dsx-sentinel-monitor")]
+    assert sentinel["spec"]["template"]["spec"]["containers"][0]["image"].startswith("ghcr.io/")  # the manifest's
+
+
 def test_the_plan_is_deterministic(recipe: recipe_model.Recipe, plan: install.Plan) -> None:
     again = install.plan(recipe)
     assert serialization.canonical_json([again.namespaces, again.crds, again.objects]) == serialization.canonical_json(
