@@ -19,14 +19,16 @@ to `certify` with an executor, read `CertificationResult` or `reports.document(r
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dsx.certify import calibration, grouping, isolation, measure, thresholds
-from dsx.certify.executor import Executor, Purpose, WorkloadRun
+from dsx.certify import calibration, grouping, isolation, measure, platforms, thresholds
+from dsx.certify.executor import Executor, Purpose, RunOutcome, WorkloadRun
 from dsx.errors import BadInputError, UnavailableError
 from dsx.model import certification as model
 from dsx.model import certify_catalog as catalog
@@ -72,6 +74,12 @@ class CategoryResult:
     node_verdicts: Mapping[str, model.NodeVerdict]
     runs: int
     calibration_runs: int
+    program: model.Program = model.Program.BUILTIN
+    workload_id: str = ""  # what ran, as thresholds name it (nccl-tests/all_reduce_perf)
+    fabric: str = ""  # the platform decision, in words
+    interconnect: str = ""
+    lacking: str = ""  # which published figure is missing (then peers judge)
+    common_cause: model.Failure | None = None  # every node failed alike: no isolation ran
 
     @property
     def status(self) -> model.Status:
@@ -179,19 +187,12 @@ def certify(
 def plan(spec: model.Certification, executor: Executor) -> list[WorkloadRun]:
     """The screening runs `certify` starts with, one per category and group (what --dry-run shows)."""
     categories, eligible = _prepare(spec, executor)
+    accelerator = spec.accelerator or eligible.architecture
     runs = []
     for category in categories:
-        scale = spec.scale_for(category.name) or category.scale
-        for group in grouping.partition(eligible.eligible, scale, min_nodes=category.min_nodes):
-            runs.append(
-                WorkloadRun(
-                    name=f"{category.name}/{group.name}",
-                    category=category,
-                    nodes=group.nodes,
-                    ranks_per_node=spec.ranks_per_node,
-                    timeouts=spec.timeouts,
-                )
-            )
+        runner = _CategoryRunner(spec, executor, category, eligible, accelerator, lambda _: None)
+        for group in grouping.partition(eligible.eligible, runner.scale, min_nodes=category.min_nodes):
+            runs.append(runner._workload(f"{category.name}/{group.name}", group.nodes, Purpose.GROUP))
     return runs
 
 
@@ -230,10 +231,21 @@ class _CategoryRunner:
         self.spec, self.executor, self.category, self.plan = spec, executor, category, plan
         self.progress = progress
         self.stored = stored
+        self.accelerator = accelerator
         self.scale = spec.scale_for(category.name) or category.scale
-        context = thresholds.Context(accelerator, spec.interconnect, self.scale, local=executor.calibrates)
-        self.applied = thresholds.select(category, context, spec.thresholds_for(category.name))
+        self.program = category.program_for(builtin=executor.calibrates or spec.builtin)
+        self.fabric = platforms.fabric(
+            plan.eligible, accelerator=accelerator, scale=self.scale, requested=spec.interconnect
+        )
+        self.workload = category.workload_id(self.program)
+        context = thresholds.Context(
+            self.workload, accelerator, self.fabric.interconnect, self.scale, local=executor.calibrates
+        )
+        selection = thresholds.choose(category, context, spec.thresholds_for(category.name))
+        self.applied = dict(selection.applied)
+        self.lacking = selection.lacking
         self.references: dict[int, dict[model.Metric, float]] = {}
+        self.peers: dict[bool, dict[model.Metric, float]] = {}  # cluster: per "one node per run", the round's medians
         self.runs = 0
         self.calibration_runs = 0
         self.judgements: dict[str, measure.Judgement] = {}
@@ -247,16 +259,27 @@ class _CategoryRunner:
     def run(self) -> CategoryResult:
         groups = grouping.partition(self.plan.eligible, self.scale, min_nodes=self.category.min_nodes)
         self.groups_total = len(groups)
+        self._tell(f"{self.workload} on {self.fabric.describe()}" + (f"; {self.lacking}" if self.lacking else ""))
         results: list[GroupResult] = []
-        for group in groups:
-            (judgement,) = self._judge([group.nodes], Purpose.GROUP, [group.name])
-            self.groups_done += 1
-            results.append(GroupResult(group, judgement))
-            self._tell(f"group {group.name} ({len(group.nodes)} nodes): {self._summary(judgement)}")
+        # local runs go one by one (CPU contention would skew them) and report as each ends;
+        # a cluster runs every group of the round at once: their nodes are disjoint
+        batches = [[g] for g in groups] if self.executor.calibrates else [list(groups)]
+        for batch in batches:
+            judgements = self._judge([g.nodes for g in batch], Purpose.GROUP, [g.name for g in batch])
+            for group, judgement in zip(batch, judgements, strict=True):
+                self.groups_done += 1
+                results.append(GroupResult(group, judgement))
+                self._tell(f"group {group.name} ({len(group.nodes)} nodes): {self._summary(judgement)}")
         failed = [r for r in results if not r.judgement.passed]
         outcome = None
         verdicts: dict[str, model.NodeVerdict] = {}
-        if failed and self.spec.isolate and any(len(r.group.nodes) > 1 for r in failed):
+        common = _common_cause(results)
+        if common is not None:
+            self._tell(f"every group failed alike ({common.message}); not isolating: the cause is shared")
+            for result in results:
+                for node in result.group.nodes:
+                    verdicts.setdefault(node, model.NodeVerdict(node, model.Status.FAILED, common, group=result.group.name))
+        elif failed and self.spec.isolate and any(len(r.group.nodes) > 1 for r in failed):
             outcome = self._isolate(results)
             for result in results:
                 for node in result.group.nodes:
@@ -293,6 +316,12 @@ class _CategoryRunner:
             node_verdicts=dict(sorted(verdicts.items())),
             runs=self.runs,
             calibration_runs=self.calibration_runs,
+            program=self.program,
+            workload_id=self.workload,
+            fabric=self.fabric.describe(),
+            interconnect=self.fabric.interconnect,
+            lacking=self.lacking,
+            common_cause=common,
         )
 
     # --- isolation ----------------------------------------------------------------------------
@@ -329,18 +358,44 @@ class _CategoryRunner:
     def _judge(
         self, groups: Sequence[tuple[str, ...]], purpose: Purpose, names: Sequence[str]
     ) -> list[measure.Judgement]:
-        references = [self._reference(len(nodes) * self.spec.ranks_per_node) for nodes in groups]
+        sizes = [len(nodes) * self.spec.ranks_per_node for nodes in groups]
+        references = [self._reference(size) for size in sizes]
+        controls = {size: self._control(size) for size in dict.fromkeys(sizes)} if self.executor.calibrates else {}
         runs = [
-            self._workload(f"{self.category.name}/{name}", nodes, purpose, reference or {})
-            for name, nodes, reference in zip(names, groups, references, strict=True)
+            self._workload(f"{self.category.name}/{name}", nodes, purpose, controls.get(size))
+            for name, nodes, size in zip(names, groups, sizes, strict=True)
         ]
-        outcomes = self.executor.run(runs)
+        outcomes = self.executor.run(runs, notice=self._notice)
         self.runs += len(runs)
+        measurements = [measure.measure(outcome) for outcome in outcomes]
+        if not self.executor.calibrates:
+            self._remember_peers(outcomes, measurements, screening=purpose is Purpose.GROUP)
         out = []
-        for outcome, reference in zip(outcomes, references, strict=True):
+        for outcome, measured, reference, size in zip(outcomes, measurements, references, sizes, strict=True):
             self.clock.durations.append(outcome.duration_seconds)
-            out.append(measure.judge(outcome, self.applied, reference))
+            peers = controls.get(size) if self.executor.calibrates else self.peers.get(len(outcome.run.nodes) == 1)
+            out.append(measure.judge(outcome, self.applied, reference, peers, measurement=measured))
         return out
+
+    def _remember_peers(
+        self, outcomes: Sequence[RunOutcome], measurements: Sequence[measure.Measurement], *, screening: bool
+    ) -> None:
+        """The round's median per metric, by whether runs span one node or several (NVLink vs fabric).
+
+        Screening rounds set it (every node once); isolation rounds fill it only where
+        screening had fewer than two runs of that span to compare."""
+        spans: dict[bool, list[measure.Measurement]] = {}
+        for outcome, measured in zip(outcomes, measurements, strict=True):
+            if measure.ran_clean(outcome):
+                spans.setdefault(len(outcome.run.nodes) == 1, []).append(measured)
+        for single, found in spans.items():
+            if len(found) < 2 or (not screening and single in self.peers):
+                continue
+            metrics = {m for measured in found for m in measured.metrics}
+            self.peers[single] = {
+                m: statistics.median(measured.metrics[m] for measured in found if m in measured.metrics)
+                for m in sorted(metrics)
+            }
 
     def _workload(
         self, name: str, nodes: Sequence[str], purpose: Purpose, reference: Mapping[model.Metric, float] | None = None
@@ -353,7 +408,28 @@ class _CategoryRunner:
             timeouts=self.spec.timeouts,
             purpose=purpose,
             reference=dict(reference or {}),
+            program=self.program,
+            fabric=self.fabric,
+            accelerator=self.accelerator,
         )
+
+    def _control(self, world_size: int) -> dict[model.Metric, float]:
+        """A fault-free run of this shape in this round (local): the peer the round is judged against.
+
+        Measured right before the runs it judges, so load on the machine moves it and them alike;
+        the calibration (`reference`) stays as a floor."""
+        nodes = world_size // self.spec.ranks_per_node
+        names = tuple(f"calibration-{i}" for i in range(nodes))
+        self._sequence += 1
+        run = self._workload(f"{self.category.name}/control-{world_size}r-{self._sequence}", names, Purpose.CALIBRATION)
+        (outcome,) = self.executor.run([run], notice=self._notice)
+        self.calibration_runs += 1
+        judgement = measure.judge(outcome, {}, None)
+        if judgement.failure is not None:
+            raise UnavailableError(
+                f"{self.category.name}: the control run on {world_size} rank(s) failed: {judgement.failure.message}"
+            )
+        return dict(judgement.measurement.metrics)
 
     def _reference(self, world_size: int) -> dict[model.Metric, float] | None:
         if not self.executor.calibrates:
@@ -373,7 +449,7 @@ class _CategoryRunner:
         self._tell(f"calibrating the local reference for {world_size} rank(s): {len(runs)} runs")
         values: dict[model.Metric, list[float]] = {}
         for index, run in enumerate(runs, start=1):  # one at a time, so each reports as it ends
-            (outcome,) = self.executor.run([run])
+            (outcome,) = self.executor.run([run], notice=self._notice)
             self.calibration_runs += 1
             judgement = measure.judge(outcome, {}, None)
             if judgement.failure is not None:
@@ -401,7 +477,13 @@ class _CategoryRunner:
         said = ""
         if verdict:
             said = "PASSED" if judgement.failure is None else f"FAILED ({judgement.failure.reason.value})"
+            if judgement.failure is not None and judgement.failure.reason is model.Reason.NOT_STARTED:
+                shown = f" {judgement.failure.message}"
         return f"{said}{shown} in {judgement.duration_seconds:.1f} s"
+
+    def _notice(self, message: str) -> None:
+        """What the executor saw while runs were going (a pod waiting, unschedulable): a progress line."""
+        self._tell(message)
 
     def _tell(self, message: str) -> None:
         remaining = self.groups_total - self.groups_done
@@ -415,6 +497,43 @@ class _CategoryRunner:
                 eta_seconds=self.clock.eta(remaining),
             )
         )
+
+
+def _common_cause(results: Sequence[GroupResult]) -> model.Failure | None:
+    """One failure for a round in which every node failed alike; None when the nodes differ.
+
+    Alike: every group failed with the same reason and the same message once node names and
+    numbers are taken out (two groups or more), or a single group's pods could not start for
+    one reason shared by every pod. Then bisecting would only repeat it: the cause is the
+    image, the configuration, the fabric or the thresholds, not a node."""
+    if not results or any(r.judgement.passed for r in results):
+        return None
+    failures = [r.judgement.failure for r in results]
+    if any(f is None for f in failures):
+        return None
+    nodes = [n for r in results for n in r.group.nodes]
+    signatures = {_signature(f, nodes) for f in failures if f is not None}
+    first = failures[0]
+    assert first is not None
+    if len(signatures) != 1:
+        return None
+    if len(results) == 1 and not (first.reason is model.Reason.NOT_STARTED and results[0].judgement.alike):
+        return None
+    return dataclasses.replace(
+        first,
+        reason=model.Reason.COMMON_CAUSE,
+        message=f"every node of the round failed alike ({first.reason.value}): {first.message}",
+    )
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _signature(failure: model.Failure, nodes: Sequence[str]) -> tuple[str, str]:
+    message = failure.message
+    for node in sorted(nodes, key=len, reverse=True):
+        message = message.replace(node, "<node>")
+    return failure.reason.value, _NUMBER.sub("#", message)
 
 
 def _failure(detail: object) -> model.Failure | None:

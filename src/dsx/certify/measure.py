@@ -1,10 +1,17 @@
 """Turn what an executor saw into a verdict for one run: measured values and a reason.
 
-The order of precedence follows what a person would blame first: a run that had to be
-stopped (hang, deadline) → a rank that exited non-zero (the rank whose log shows no transport
-error is the cause; the others died of its absence) → a transport error printed by a run that
-still exited cleanly → no result at all → wrong results → a threshold missed. Evidence is a
-few log lines, never the whole log.
+The order of precedence follows what a person would blame first: pods that never started
+(the scheduling or waiting reason) → a run that had to be stopped (hang, deadline) → a rank
+that exited non-zero (the rank whose log shows no transport error is the cause; the others
+died of its absence) → NCCL on another transport than the platform's (TCP sockets where EFA
+or InfiniBand was expected; the run "works" at a fraction of the fabric's bandwidth) → a
+transport error printed by a run that still exited cleanly → no result at all → wrong results
+→ a threshold missed. Evidence is a few log lines, never the whole log.
+
+Figures come from the program that ran: nccl-tests' own out-of-place columns (as NVCRE reads
+them), Megatron-LM's `training_log` lines (megatron-lm log profile), the builtin worker's
+lines (whose bandwidth is recomputed from its time column: on CPU the printed 0.01 GB/s
+resolution is too coarse).
 """
 
 from __future__ import annotations
@@ -14,11 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dsx.certify import thresholds, workload
-from dsx.certify.executor import RunOutcome
-from dsx.certify.parsing import nccl, profiles, training
+from dsx.certify import platforms, thresholds, workload
+from dsx.certify.executor import RunOutcome, WorkloadRun
+from dsx.certify.parsing import nccl, profiles, training, transport
 from dsx.model import certification as model
-from dsx.model import certify_catalog as catalog
 
 EVIDENCE_LINES = 6
 
@@ -41,9 +47,12 @@ class Measurement:
     metrics: Mapping[model.Metric, float] = field(default_factory=dict)
     sizes: tuple[SizePoint, ...] = ()  # out-of-place, per message size
     node_step_seconds: Mapping[str, float] = field(default_factory=dict)  # training, per node
+    transports: transport.Transports = transport.Transports()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"metrics": {m.value: _round(v) for m, v in sorted(self.metrics.items())}}
+        if self.transports.reported:
+            out["transports"] = sorted(t.value for t in self.transports.used)
         if self.sizes:
             out["sizes"] = [
                 {
@@ -65,6 +74,11 @@ class Judgement:
     failure: model.Failure | None
     measurement: Measurement
     duration_seconds: float
+    bounds: Mapping[model.Metric, float] = field(default_factory=dict)
+    """Per judged metric, the value it was held to (the bound of its threshold, with this run's
+    reference or peers); absent where the threshold is not a plain bound or had nothing to compare with."""
+    alike: bool = False
+    """Every pod of the run showed the same problem (pods that could not start for one reason)."""
 
     @property
     def passed(self) -> bool:
@@ -75,55 +89,109 @@ def judge(
     outcome: RunOutcome,
     applied: Mapping[model.Metric, thresholds.Applied],
     reference: Mapping[model.Metric, float] | None = None,
+    peers: Mapping[model.Metric, float] | None = None,
+    *,
+    measurement: Measurement | None = None,
 ) -> Judgement:
-    measurement = measure(outcome)
-    failure = _execution_failure(outcome) or _result_failure(outcome, measurement)
+    """`reference`: this machine's calibration (local); `peers`: the round's median per metric;
+    `measurement`: what `measure(outcome)` gave, when the caller has it already."""
+    measurement = measurement or measure(outcome)
+    failure = (
+        _execution_failure(outcome)
+        or _transport_failure(outcome, measurement.transports)
+        or _result_failure(outcome, measurement)
+    )
     if failure is None:
-        for metric, rule in applied.items():
-            if metric not in measurement.metrics:
-                failure = model.Failure(
-                    reason=model.Reason.WORKLOAD_FAILED,
-                    message=f"{metric.value} was not measured (missing data counts as a failure)",
-                    metric=metric,
-                    expression=rule.expression,
-                )
-                break
-            ref = (reference or {}).get(metric)
-            failure = thresholds.judge(rule, measurement.metrics[metric], ref)
-            if failure is not None:
-                break
+        failure = judge_metrics(measurement, applied, reference, peers)
     if failure is not None:
         failure = _stamped(failure, outcome.run.name)
-    return Judgement(outcome.run.name, outcome.run.nodes, failure, measurement, outcome.duration_seconds)
+    bounds = {
+        metric: bound
+        for metric, rule in applied.items()
+        if metric in measurement.metrics
+        and (bound := thresholds.expected_value(rule.expression, (reference or {}).get(metric), (peers or {}).get(metric)))
+        is not None
+    }
+    return Judgement(
+        outcome.run.name,
+        outcome.run.nodes,
+        failure,
+        measurement,
+        outcome.duration_seconds,
+        bounds=bounds,
+        alike=_alike(outcome),
+    )
+
+
+def ran_clean(outcome: RunOutcome) -> bool:
+    """Started, finished within its deadline, every rank exited 0: its figures can be a peer's."""
+    return (
+        not outcome.not_started
+        and not outcome.timed_out
+        and not outcome.stalled
+        and all(code == 0 for code in outcome.exit_codes.values())
+    )
+
+
+def _alike(outcome: RunOutcome) -> bool:
+    problems = outcome.pod_problems
+    if not outcome.not_started or len(problems) < len(outcome.run.nodes):
+        return False
+    return len({why.split(":", 1)[0].strip() for why in problems.values()}) == 1
+
+
+def judge_metrics(
+    measurement: Measurement,
+    applied: Mapping[model.Metric, thresholds.Applied],
+    reference: Mapping[model.Metric, float] | None = None,
+    peers: Mapping[model.Metric, float] | None = None,
+) -> model.Failure | None:
+    """The first threshold the measurement misses (a judged metric that was not measured fails)."""
+    for metric, rule in applied.items():
+        if metric not in measurement.metrics:
+            return model.Failure(
+                reason=model.Reason.WORKLOAD_FAILED,
+                message=f"{metric.value} was not measured (missing data counts as a failure)",
+                metric=metric,
+                expression=rule.expression,
+            )
+        failure = thresholds.judge(
+            rule, measurement.metrics[metric], (reference or {}).get(metric), (peers or {}).get(metric)
+        )
+        if failure is not None:
+            return failure
+    return None
 
 
 def measure(outcome: RunOutcome) -> Measurement:
     category = outcome.run.category
+    found = transport.read(outcome.launcher_log)
     if category.workload is model.WorkloadKind.TRAINING:
-        return _training_measurement(outcome)
+        return replace(_training_measurement(outcome), transports=found)
     log = nccl.parse(outcome.launcher_log)
     if not log.tables:
-        return Measurement()
+        return Measurement(transports=found)
     table = log.tables[-1]
     ranks = outcome.run.world_size
     collective = category.collective.value if category.collective else "all_reduce"
+    builtin = outcome.run.program is model.Program.BUILTIN
     points = []
     for row in table.rows:
         time_us = row.out_of_place.time_us
-        if time_us:  # the time column keeps 4+ digits; busbw is rounded to 0.01 GB/s, too coarse on CPU
+        if builtin and time_us:  # the time column keeps 4+ digits; busbw is rounded to 0.01 GB/s, too coarse on CPU
             algbw, busbw = nccl.bandwidths_gbps(collective, row.size_bytes, time_us, ranks)
-        else:
+        else:  # nccl-tests' own figures, as NVCRE reads them
             algbw, busbw = row.out_of_place.algbw_gbps or 0.0, row.out_of_place.busbw_gbps or 0.0
         points.append(SizePoint(row.size_bytes, algbw, busbw))
     metrics: dict[model.Metric, float] = {}
     if points:
         metrics[model.Metric.BUS_BANDWIDTH_GBPS] = max(p.busbw_gbps for p in points)
         metrics[model.Metric.ALG_BANDWIDTH_GBPS] = max(p.algbw_gbps for p in points)
-    return Measurement(metrics=metrics, sizes=tuple(points))
+    return Measurement(metrics=metrics, sizes=tuple(points), transports=found)
 
 
 def _training_measurement(outcome: RunOutcome) -> Measurement:
-    profile = _training_profile(outcome.run.category, outcome.launcher_log)
+    profile = _training_profile(outcome.run, outcome.launcher_log)
     summary = training.parse(outcome.launcher_log, profile)
     metrics: dict[model.Metric, float] = {}
     if summary.step_time_seconds is not None:
@@ -141,17 +209,13 @@ def _training_measurement(outcome: RunOutcome) -> Measurement:
     return Measurement(metrics=metrics, node_step_seconds=per_node)
 
 
-def _training_profile(category: catalog.Category, text: str) -> profiles.LogProfile:
-    """The workload's log profile, leaving out the warm-up steps of the shape that ran.
-
-    The log names its step count (`iteration 3/12`); the local and the cluster shape differ in
-    it, so it tells which shape's warm-up to skip.
-    """
+def _training_profile(run: WorkloadRun, text: str) -> profiles.LogProfile:
+    """The program's log profile, leaving out the warm-up steps of the shape that ran."""
+    category = run.category
+    if run.program is model.Program.MEGATRON_LM and category.megatron is not None:
+        return replace(profiles.load("megatron-lm"), warmup_steps=category.megatron.warmup_steps)
     profile = profiles.load("dsx-train")
-    logged = training.parse(text, profile).steps
-    total = next((s.total_steps for s in reversed(logged) if s.total_steps is not None), None)
-    shapes = [s for s in (category.local_training, category.training) if s is not None]
-    shape = next((s for s in shapes if s.steps == total), None)
+    shape = category.local_training
     if shape is None or shape.warmup_steps == profile.warmup_steps:
         return profile
     return replace(profile, warmup_steps=shape.warmup_steps)
@@ -159,6 +223,12 @@ def _training_profile(category: catalog.Category, text: str) -> profiles.LogProf
 
 def _execution_failure(outcome: RunOutcome) -> model.Failure | None:
     run = outcome.run
+    if outcome.not_started:
+        return model.Failure(
+            reason=model.Reason.NOT_STARTED,
+            message=f"{run.category.name} on {len(run.nodes)} node(s) did not start: {outcome.not_started}",
+            evidence=tuple(f"{who}: {why}" for who, why in sorted(outcome.pod_problems.items()))[:EVIDENCE_LINES],
+        )
     if outcome.timed_out or outcome.stalled:
         why = (
             f"no output for {run.timeouts.stall_timeout_seconds:g} s (hang)"
@@ -191,6 +261,28 @@ def _execution_failure(outcome: RunOutcome) -> model.Failure | None:
         message=f"transport error on {node} (exit code {failing[node]}): {line}",
         exit_code=failing[node],
         evidence=(line,),
+    )
+
+
+def _transport_failure(outcome: RunOutcome, found: transport.Transports) -> model.Failure | None:
+    """The platform's transport missing from a run that reported its transports (NCCL_DEBUG=INFO)."""
+    fabric = outcome.run.fabric
+    if fabric is None or not fabric.expected:
+        return None
+    if fabric.interconnect == platforms.NVLINK:
+        used = found.connections  # one node: how its GPUs connected, whatever NET plugin loaded
+    else:
+        used = found.network or frozenset(t for t in found.connections if t.value.startswith("NET/"))
+    if not used or used & fabric.expected:
+        return None
+    wanted = " or ".join(sorted(t.value for t in fabric.expected))
+    seen = ", ".join(sorted(t.value for t in used)) or found.describe()
+    return model.Failure(
+        reason=model.Reason.TRANSPORT_FALLBACK,
+        message=(
+            f"NCCL used {seen} where the {fabric.platform.name} platform ({fabric.interconnect}) needs {wanted}"
+        ),
+        evidence=found.evidence[:EVIDENCE_LINES],
     )
 
 

@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -38,6 +38,29 @@ class Collective(enum.StrEnum):
 class WorkloadKind(enum.StrEnum):
     COLLECTIVE = "collective"
     TRAINING = "training"
+
+
+class Program(enum.StrEnum):
+    """What runs for a category: the ecosystem's program on a cluster, or dsx's own torch worker.
+
+    A figure measured with one program never judges another (`certify_catalog.MeasuredOn`).
+    """
+
+    NCCL_TESTS = "nccl-tests"  # NVIDIA/nccl-tests `*_perf`, mpirun across nodes, `-g` on one node
+    MEGATRON_LM = "megatron-lm"  # Megatron-LM pretrain_gpt.py with mock data
+    BUILTIN = "builtin"  # dsx.executors.local.worker: local runs, or asked for with --workload builtin
+
+
+class Transport(enum.StrEnum):
+    """How NCCL moved data, as its INFO lines name it (`Using network IB`, `via P2P/IPC`)."""
+
+    NET_IB = "NET/IB"  # InfiniBand or RoCE verbs (NCCL's IB plugin, incl. IBext/SHARP)
+    NET_OFI = "NET/OFI"  # libfabric (aws-ofi-nccl: EFA)
+    NET_SOCKET = "NET/Socket"  # TCP sockets: the fallback when no RDMA plugin loads
+    NET_TCPX = "NET/TCPX"  # GCP GPUDirect-TCPX/TCPXO (FasTrak)
+    NVLS = "NVLS"  # NVLink SHARP (NVSwitch multicast)
+    P2P = "P2P"  # peer-to-peer over NVLink or PCIe between GPUs of one node
+    SHM = "SHM"  # host shared memory between GPUs of one node: the intra-node fallback
 
 
 class Scale(enum.StrEnum):
@@ -112,6 +135,9 @@ class Reason(enum.StrEnum):
     TIMEOUT = "Timeout"  # the run hung or ran past its deadline
     WRONG_RESULTS = "WrongResults"  # #wrong > 0 or out-of-bounds values
     NETWORK_ERROR = "NetworkError"  # an NCCL/transport error line in the log
+    TRANSPORT_FALLBACK = "TransportFallback"  # NCCL used another transport than the platform's
+    NOT_STARTED = "NotStarted"  # the run's pods could not be scheduled or started (reason named)
+    COMMON_CAUSE = "CommonCause"  # every node of a round failed alike: the cause is shared, not a node
     EXCLUDED = "Excluded"  # the node was not eligible (see ExclusionCause)
 
 
@@ -219,6 +245,9 @@ class Certification:
     interconnect: str = ""  # e.g. efa, roce, infiniband, tcpxo
     isolate: bool = True  # run adaptive fault isolation on failed groups
     injections: tuple[FaultInjection, ...] = ()
+    builtin: bool = False
+    """Run dsx's own torch worker instead of the category's program (always so on local CPU);
+    judged only against its peers, never by another program's published figures."""
 
     def thresholds_for(self, category: str) -> dict[Metric, str]:
         """Global overrides, then the category's own (per-category wins)."""
@@ -263,6 +292,7 @@ class Certification:
             accelerator=doc.accelerator.lower(),
             interconnect=doc.interconnect.lower(),
             isolate=doc.isolate,
+            builtin=doc.workload == Program.BUILTIN.value,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -299,6 +329,8 @@ class Certification:
         if self.interconnect:
             out["interconnect"] = self.interconnect
         out["isolate"] = self.isolate
+        if self.builtin:
+            out["workload"] = Program.BUILTIN.value
         return out
 
 
@@ -332,6 +364,8 @@ class _CertificationDoc(schema.Section, frozen=True):
     accelerator: str = ""
     interconnect: str = ""
     isolate: bool = True
+    workload: Literal["", "builtin"] = ""
+    """`builtin`: dsx's own torch worker instead of each category's program."""
 
 
 def parse_thresholds(raw: Any, source: str) -> dict[Metric, str]:

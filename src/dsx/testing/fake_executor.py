@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsx.certify import collectives, workload
-from dsx.certify.executor import Purpose, RunOutcome, WorkloadRun
+from dsx.certify.executor import Notice, Purpose, RunOutcome, WorkloadRun
 from dsx.certify.parsing import nccl, nccl_writer, training
 from dsx.model import certification as model
 
@@ -52,7 +52,7 @@ class FakeExecutor:
     def nodes(self) -> list[model.CandidateNode]:
         return list(self._nodes)
 
-    def run(self, runs: Sequence[WorkloadRun]) -> list[RunOutcome]:
+    def run(self, runs: Sequence[WorkloadRun], notice: Notice | None = None) -> list[RunOutcome]:
         self.runs.extend(runs)
         return [self._outcome(r) for r in runs]
 
@@ -133,7 +133,7 @@ def _nccl_log(run: WorkloadRun, *, slow: bool, slow_factor: float, corrupt: bool
 
 
 def _training_log(run: WorkloadRun, *, slow: bool, slow_factor: float, corrupt: bool) -> str:
-    shape = run.category.local_training or run.category.training
+    shape = run.category.local_training
     assert shape is not None
     step_ms = NOMINAL_STEP_SECONDS * 1e3 * (slow_factor if slow else 1.0)
     lines = [

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dsx.certify import workload
-from dsx.certify.executor import Purpose, RunOutcome, WorkloadRun
+from dsx.certify.executor import Notice, Purpose, RunOutcome, WorkloadRun
 from dsx.errors import BadInputError, UnavailableError
 from dsx.model import certification as model
 
@@ -80,7 +80,7 @@ class LocalExecutor:
     def nodes(self) -> list[model.CandidateNode]:
         return [model.CandidateNode(name=n, allocatable_gpus=None, gpu_product="") for n in self._names]
 
-    def run(self, runs: Sequence[WorkloadRun]) -> list[RunOutcome]:
+    def run(self, runs: Sequence[WorkloadRun], notice: Notice | None = None) -> list[RunOutcome]:
         return [self._run_one(r) for r in runs]
 
     def close(self) -> None:
