@@ -27,7 +27,7 @@ KIND = "CertificationCalibration"
 def shape_key(category: catalog.Category, world_size: int) -> str:
     """`nccl-all-reduce/8r/<digest of the local sweep or training shape>`."""
     sweep = category.local_sweep or category.sweep
-    training = category.local_training or category.training
+    training = category.local_training
     shape: dict[str, Any] = {
         "workload": category.workload.value,
         "collective": category.collective.value if category.collective else None,

@@ -74,6 +74,7 @@ class CategoryResult:
     node_verdicts: Mapping[str, model.NodeVerdict]
     runs: int
     calibration_runs: int
+    control_runs: int = 0  # local: the fault-free run of each round its runs are judged against
     program: model.Program = model.Program.BUILTIN
     workload_id: str = ""  # what ran, as thresholds name it (nccl-tests/all_reduce_perf)
     fabric: str = ""  # the platform decision, in words
@@ -248,6 +249,7 @@ class _CategoryRunner:
         self.peers: dict[bool, dict[model.Metric, float]] = {}  # cluster: per "one node per run", the round's medians
         self.runs = 0
         self.calibration_runs = 0
+        self.control_runs = 0
         self.judgements: dict[str, measure.Judgement] = {}
         self.clock = _Clock()
         self.groups_total = 0
@@ -275,10 +277,12 @@ class _CategoryRunner:
         verdicts: dict[str, model.NodeVerdict] = {}
         common = _common_cause(results)
         if common is not None:
-            self._tell(f"every group failed alike ({common.message}); not isolating: the cause is shared")
+            self._tell(f"{common.message}; not isolating: the cause is shared, not a node")
             for result in results:
                 for node in result.group.nodes:
-                    verdicts.setdefault(node, model.NodeVerdict(node, model.Status.FAILED, common, group=result.group.name))
+                    verdicts.setdefault(
+                        node, model.NodeVerdict(node, model.Status.FAILED, common, group=result.group.name)
+                    )
         elif failed and self.spec.isolate and any(len(r.group.nodes) > 1 for r in failed):
             outcome = self._isolate(results)
             for result in results:
@@ -316,6 +320,7 @@ class _CategoryRunner:
             node_verdicts=dict(sorted(verdicts.items())),
             runs=self.runs,
             calibration_runs=self.calibration_runs,
+            control_runs=self.control_runs,
             program=self.program,
             workload_id=self.workload,
             fabric=self.fabric.describe(),
@@ -423,7 +428,7 @@ class _CategoryRunner:
         self._sequence += 1
         run = self._workload(f"{self.category.name}/control-{world_size}r-{self._sequence}", names, Purpose.CALIBRATION)
         (outcome,) = self.executor.run([run], notice=self._notice)
-        self.calibration_runs += 1
+        self.control_runs += 1
         judgement = measure.judge(outcome, {}, None)
         if judgement.failure is not None:
             raise UnavailableError(

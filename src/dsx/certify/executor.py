@@ -100,12 +100,20 @@ class RunStatus:
     """Set when the wait ended early because pods cannot be scheduled or started (the reason)."""
     problems: Mapping[str, str] = field(default_factory=dict)
     """Per node (or pod name, before it is scheduled): the last scheduling or waiting reason seen."""
+    order: tuple[str, ...] = ()
+    """The nodes in rank order: a launcher first, then by completion index (node rank)."""
+    roles: Mapping[str, str] = field(default_factory=dict)
+    """Per node: its pod's role (`launcher`, `node`: Trainer's replicated jobs)."""
+    finished: bool = False
+    """The run's owner (TrainJob or Jobs) reached Complete or Failed: a node whose pod is gone served its part."""
 
 
 class JobLauncher(Protocol):
     """What the Kubernetes executor needs from a cluster (implemented in dsx.kube).
 
-    `create` applies objects the executor rendered and labels them with the run name;
+    `create` applies objects the executor rendered and labels them with the run name; `apply`
+    applies objects that outlive a run (a certification's training runtimes); `delete_labelled`
+    deletes every object of the kinds given that carries the labels (idempotent);
     `wait` returns once all the run's pods ended, the deadline passed, or its pods cannot
     start (a scheduling or waiting reason that outlasts a short grace); `notice` hears each new
     reason as it appears; `logs` returns the log of the run's pod on a node (with kubelet
@@ -114,6 +122,10 @@ class JobLauncher(Protocol):
     """
 
     def create(self, run_name: str, objects: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def apply(self, objects: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def delete_labelled(self, labels: Mapping[str, str], kinds: Sequence[tuple[str, str]]) -> list[str]: ...
 
     def wait(self, run_name: str, deadline_seconds: float, notice: Notice | None = None) -> RunStatus: ...
 

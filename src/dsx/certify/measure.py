@@ -47,7 +47,7 @@ class Measurement:
     metrics: Mapping[model.Metric, float] = field(default_factory=dict)
     sizes: tuple[SizePoint, ...] = ()  # out-of-place, per message size
     node_step_seconds: Mapping[str, float] = field(default_factory=dict)  # training, per node
-    transports: transport.Transports = transport.Transports()
+    transports: transport.Transports = field(default_factory=transport.Transports)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"metrics": {m.value: _round(v) for m, v in sorted(self.metrics.items())}}
@@ -109,7 +109,11 @@ def judge(
         metric: bound
         for metric, rule in applied.items()
         if metric in measurement.metrics
-        and (bound := thresholds.expected_value(rule.expression, (reference or {}).get(metric), (peers or {}).get(metric)))
+        and (
+            bound := thresholds.expected_value(
+                rule.expression, (reference or {}).get(metric), (peers or {}).get(metric)
+            )
+        )
         is not None
     }
     return Judgement(
@@ -279,9 +283,7 @@ def _transport_failure(outcome: RunOutcome, found: transport.Transports) -> mode
     seen = ", ".join(sorted(t.value for t in used)) or found.describe()
     return model.Failure(
         reason=model.Reason.TRANSPORT_FALLBACK,
-        message=(
-            f"NCCL used {seen} where the {fabric.platform.name} platform ({fabric.interconnect}) needs {wanted}"
-        ),
+        message=(f"NCCL used {seen} where the {fabric.platform.name} platform ({fabric.interconnect}) needs {wanted}"),
         evidence=found.evidence[:EVIDENCE_LINES],
     )
 

@@ -80,7 +80,10 @@ def choose(category: catalog.Category, context: Context, overrides: Mapping[mode
                 f"{context.accelerator or 'unknown accelerator'}, {context.interconnect or 'unknown interconnect'}): "
                 "judged against the peers of each round"
             )
-    applied = {m: Applied(m, r.expression, r.source, "" if r.relative else r.measured_on.describe()) for m, r in chosen.items()}
+    applied = {
+        m: Applied(m, r.expression, r.source, r.measured_on.describe() if r.measured_on.workload else "")
+        for m, r in chosen.items()
+    }
     for metric, expression in overrides.items():
         cel.compile_expression(expression, catalog.CEL_VARIABLES, origin=f"thresholds.{metric.value}")
         applied[metric] = Applied(metric, expression, "override")
@@ -96,9 +99,7 @@ def _most_specific(rules: Iterable[catalog.ThresholdRule]) -> dict[model.Metric,
     return chosen
 
 
-def judge(
-    applied: Applied, value: float, reference: float | None, peers: float | None = None
-) -> model.Failure | None:
+def judge(applied: Applied, value: float, reference: float | None, peers: float | None = None) -> model.Failure | None:
     """None when the measurement passes; otherwise a threshold-violation failure.
 
     A relative rule whose comparison value is missing (no calibration, no peer in the round)

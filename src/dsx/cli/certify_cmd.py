@@ -65,7 +65,38 @@ def certify() -> None:
     help="Ranks (GPUs) per node. Default: 1 locally, the nodes' GPU count on Kubernetes.",
 )
 @click.option(
-    "--interconnect", help="efa, infiniband, tcp, tcpxo, roce, mnnvl: picks thresholds and pod network setup."
+    "--interconnect",
+    help="efa, infiniband, tcp, tcpxo, roce, mnnvl, nvlink, pcie: the fabric (pod set-up and thresholds). "
+    "Default: detected from the nodes' devices.",
+)
+@click.option(
+    "--workload",
+    "workload",
+    type=click.Choice(["catalog", "builtin"]),
+    default="catalog",
+    show_default=True,
+    help="catalog: each category's program (nccl-tests, Megatron-LM); builtin: dsx's own torch worker "
+    "(always so locally), judged against its peers only.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["auto", "trainer", "jobs"]),
+    default="auto",
+    show_default=True,
+    help="Kubernetes: Kubeflow Trainer TrainJobs, or plain Jobs running the builtin worker "
+    "(auto: Trainer when the cluster serves TrainJobs).",
+)
+@click.option(
+    "--gang-scheduler",
+    default="auto",
+    show_default=True,
+    metavar="auto|none|NAME[:QUEUE]",
+    help="Kubernetes: the scheduler that places each run's pods together (auto: KAI when it runs).",
+)
+@click.option(
+    "--megatron-repo",
+    metavar="URL[@REF]",
+    help="Kubernetes: where the training pods clone Megatron-LM from (a mirror for air-gapped clusters).",
 )
 @click.option("--timeout-seconds", type=FiniteFloatRange(min=1), help="Deadline of one workload run.")
 @click.option("--stall-timeout-seconds", type=FiniteFloatRange(min=1), help="Silence after which a run counts as hung.")
@@ -80,7 +111,9 @@ def certify() -> None:
 @snapshot_cmd.context_option
 @click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Kubernetes: where runs are created.")
 @click.option(
-    "--image", help="Kubernetes: workload image with dsx[collectives] (default ghcr.io/dsx-run/dsx-workload)."
+    "--image",
+    help="Kubernetes: the image every workload runs in (default: the catalog's, per program and fabric; "
+    "the builtin worker: ghcr.io/dsx-run/dsx-workload).",
 )
 @click.option("--dry-run", is_flag=True, help="Kubernetes: print the first runs' objects; create nothing.")
 @click.option(
@@ -153,10 +186,14 @@ def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
         ("--dry-run", "dry_run"),
         ("--image", "image"),
         ("--run-id", "certification_id"),
+        ("--megatron-repo", "megatron_repo"),
     )
     for flag, key in kubernetes_only:
         if options[key]:
             raise BadInputError(f"{flag}: applies to --executor kubernetes only (local nodes are node-0 … node-N-1)")
+    for flag, key, default in (("--engine", "engine", "auto"), ("--gang-scheduler", "gang_scheduler", "auto")):
+        if options[key] != default:
+            raise BadInputError(f"{flag}: applies to --executor kubernetes only")
     count = options["node_count"] or spec.target.node_count or 8
     injections = tuple(model.FaultInjection.parse(text) for text in options["injections"])
     spec = replace(spec, target=replace(spec.target, node_count=count), injections=injections)
@@ -201,20 +238,29 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
         if not ranks_given:
             ranks = kubernetes.default_ranks_per_node(n for n in nodes if spec.target.selects(n))
             spec = replace(spec, ranks_per_node=ranks)
+        choice = certify_jobs.choose_engine(client, options["engine"], options["gang_scheduler"])
+        progress.note(choice.note)
+        if choice.engine is kubernetes.Engine.JOBS:
+            spec = replace(spec, builtin=True)
         executor = kubernetes.KubernetesExecutor(
             jobs.RunLauncher(client, namespace=options["namespace"]),
             nodes,
             certification_id=options["certification_id"],
-            image=options["image"] or kubernetes.DEFAULT_IMAGE,
-            interconnect=spec.interconnect,
+            engine=choice.engine,
+            image=options["image"] or "",
+            gang=choice.gang,
+            megatron_source=_megatron_source(options["megatron_repo"]),
         )
         if options["dry_run"]:
-            objects = [
+            planned = engine.plan(spec, executor)
+            objects = list(executor.runtimes_for(planned))
+            objects += [
                 obj
-                for sequence, planned in enumerate(engine.plan(spec, executor), start=1)
-                for obj in executor.render(planned, kubernetes.run_name(executor.certification_id, sequence))
+                for sequence, run in enumerate(planned, start=1)
+                for obj in executor.render(run, kubernetes.run_name(executor.certification_id, sequence))
             ]
-            output.write(serialization.dump_yaml_documents(objects), None)
+            namespaced = [_in_namespace(obj, options["namespace"]) for obj in objects]
+            output.write(serialization.dump_yaml_documents(namespaced), None)
             return None
         click.echo(
             f"certification {executor.certification_id}: objects in namespace {options['namespace']} carry "
@@ -224,6 +270,24 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
         )
         with interrupts.sigterm_as_keyboard_interrupt(), executor:
             return engine.certify(spec, executor, progress=progress)
+
+
+def _megatron_source(text: str | None) -> dict[str, str]:
+    """`--megatron-repo URL[@REF]` as the init container's variables; {} keeps the runtime's."""
+    if not text:
+        return {}
+    url, at, ref = text.rpartition("@") if "@" in text.split("://", 1)[-1] else (text, "", "")
+    if not url.strip():
+        from dsx.errors import BadInputError
+
+        raise BadInputError(f"--megatron-repo: {text!r} is not URL[@REF]")
+    return {"MEGATRON_REPO": url, **({"MEGATRON_REF": ref} if at and ref else {})}
+
+
+def _in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The object as it would be created: in the runs' namespace (what `kubectl apply --dry-run=server` takes)."""
+    metadata = {"namespace": namespace, **obj.get("metadata", {})}
+    return {**obj, "metadata": metadata}
 
 
 def _cluster_name(client: Any, context: str | None) -> str:
@@ -327,7 +391,12 @@ def _spec(options: dict[str, Any]) -> tuple[Any, bool]:
         options["timeout_seconds"] or timeouts.run_timeout_seconds,
         options["stall_timeout_seconds"] or timeouts.stall_timeout_seconds,
     )
-    spec = replace(spec, timeouts=timeouts, isolate=spec.isolate and not options["no_isolate"])
+    spec = replace(
+        spec,
+        timeouts=timeouts,
+        isolate=spec.isolate and not options["no_isolate"],
+        builtin=spec.builtin or options["workload"] == "builtin",
+    )
     if options["interconnect"]:
         spec = replace(spec, interconnect=options["interconnect"].lower())
     ranks_given = bool(options["ranks_per_node"]) or "ranksPerNode" in block
@@ -363,12 +432,50 @@ class _Progress:
 
 @certify.command("categories")
 def categories() -> None:
-    """List the certification categories in the catalog."""
+    """List the certification categories in the catalog, then every threshold and what it was measured on."""
     from dsx.cli import output
+    from dsx.model import certification as model
     from dsx.model import certify_catalog as catalog
 
-    rows = [[c.name, c.workload.value, c.scale.value, c.description] for c in catalog.load_all().values()]
-    output.write(output.format_table(["name", "workload", "scale", "description"], rows), None)
+    shown = catalog.load_all().values()
+    rows = [[c.name, c.workload_id(c.program), c.scale.value, c.description] for c in shown]
+    text = output.format_table(["name", "workload", "scale", "description"], rows)
+    limits = []
+    for category in shown:
+        kinds = (("published", category.thresholds), ("peers", category.peer_thresholds))
+        for kind, rules in (*kinds, ("local", category.local_thresholds)):
+            for rule in rules:
+                on = rule.measured_on
+                workload = on.workload or (
+                    category.workload_id(model.Program.BUILTIN) if kind == "local" else "any (relative)"
+                )
+                limits.append(
+                    [
+                        category.name,
+                        kind,
+                        rule.metric.value,
+                        rule.expression,
+                        workload,
+                        on.accelerator or "-",
+                        on.interconnect or "-",
+                        str(on.nodes) if on.nodes else "-",
+                        rule.scale.value if rule.scale else "-",
+                        rule.source,
+                    ]
+                )
+    head = [
+        "category",
+        "kind",
+        "metric",
+        "expression",
+        "workload",
+        "accelerator",
+        "interconnect",
+        "nodes",
+        "scale",
+        "source",
+    ]
+    output.write(text + "\n" + output.format_table(head, limits), None)
 
 
 def _add_parse() -> None:

@@ -48,6 +48,12 @@ def sim() -> None:
 @click.option("--cliques", type=click.IntRange(1, 1000), default=None, help="NVLink domains to split gb200 nodes into.")
 @click.option("--service", type=click.Choice(SERVICES), default="eks", show_default=True)
 @click.option("--os", "os_name", type=click.Choice(OPERATING_SYSTEMS), default="ubuntu", show_default=True)
+@click.option(
+    "--engine",
+    is_flag=True,
+    help="Also run JobSet's and Kubeflow Trainer's controllers (built once like the control plane): "
+    "dsx certify's TrainJobs run for real.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the nodes that would be created; start nothing.")
 def up(
     name: str,
@@ -57,12 +63,13 @@ def up(
     cliques: int | None,
     service: str,
     os_name: str,
+    engine: bool,
     dry_run: bool,
 ) -> None:
     """Start the cluster (or converge a running one to these options) and print how to use it."""
     from dsx.sim import nodes
 
-    options = nodes.SimOptions(node_count, accelerator, gpus_per_node, cliques, service, os_name).resolved()
+    options = nodes.SimOptions(node_count, accelerator, gpus_per_node, cliques, service, os_name, engine).resolved()
     cluster = _cluster(name)
     if dry_run:
         for node in nodes.layout(options):

@@ -71,7 +71,7 @@ def _certification(block: Mapping[str, Any]) -> Any:
 
 
 def kubernetes_certify(client: Any, launcher: Any, *, namespace: str, image: str | None = None) -> Any:
-    """Certify the cluster's GPU nodes with dsx certify's Kubernetes executor (one pinned Job per node).
+    """Certify the cluster's GPU nodes with dsx certify's Kubernetes executor (TrainJobs pinned to the nodes).
 
     Like `dsx certify run --executor kubernetes --recipe R`: nodes GPU Feature Discovery marked
     unless the recipe targets others, one rank per allocatable GPU unless it says `ranksPerNode`.
@@ -92,11 +92,13 @@ def kubernetes_certify(client: Any, launcher: Any, *, namespace: str, image: str
         if "ranksPerNode" not in block:
             targeted = (n for n in nodes if spec.target.selects(n))
             spec = replace(spec, ranks_per_node=kubernetes.default_ranks_per_node(targeted))
+        choice = certify_jobs.choose_engine(client)
+        click.echo(f"[certify] {choice.note}", err=True)
         executor = kubernetes.KubernetesExecutor(
-            launcher, nodes, image=image or kubernetes.DEFAULT_IMAGE, interconnect=spec.interconnect
+            launcher, nodes, engine=choice.engine, gang=choice.gang, image=image or ""
         )
         click.echo(
-            f"certification {executor.certification_id}: Jobs in namespace {namespace}; "
+            f"certification {executor.certification_id}: runs in namespace {namespace}; "
             f"`dsx certify cleanup --run-id {executor.certification_id}` removes any left behind",
             err=True,
         )
@@ -197,7 +199,10 @@ snapshot_option = click.option(
     help=f"Kubernetes executor: where certification Jobs run (default {certify_cmd.DEFAULT_NAMESPACE}).",
 )
 @click.option(
-    "--image", default=None, metavar="IMAGE", help="Kubernetes executor: workload image with dsx[collectives]."
+    "--image",
+    default=None,
+    metavar="IMAGE",
+    help="Kubernetes executor: the image every workload runs in (default: the catalog's per program and fabric).",
 )
 @click.option("--fail-on-error", is_flag=True, help="Exit 1 when any check fails.")
 @click.option("--output", "-o", "report_path", default=None, metavar="FILE", help="Write the CTRF JSON report.")

@@ -1,31 +1,45 @@
-"""Run certification workloads as Kubernetes Jobs: one pod per node, pinned, torchrun inside.
+"""Run certification workloads on Kubernetes: Kubeflow Trainer TrainJobs, or plain Jobs as a fallback.
 
-A workload run on N nodes becomes a launcher-plus-workers layout: N Jobs (`<run>-<index>`,
-index = node rank) and a headless Service. Job 0 is the launcher — node rank 0, the
-rendezvous host (`<run>-0.<run>`), the log the judge reads; the others are workers. Each pod
-is pinned to its node by `nodeSelector` on `kubernetes.io/hostname`, so a verdict is about the
-node named, requests the node's GPUs (`nvidia.com/gpu`) and the platform's network devices
-(catalog `platforms/`: EFA, InfiniBand NICs, with their NCCL/libfabric variables), and runs
-the same worker program as the local executor under torchrun.
+The engine (`Engine.TRAINER`, what dsx's recipes install and NVCRE uses): each workload run is
+one TrainJob (JobSet underneath) that references a training runtime from the catalog component
+`kubeflow-trainer-runtimes`: `dsx-nccl-tests` (MPI: mpirun on the launcher, sshd on the other
+nodes), `dsx-megatron-lm` (torch), `dsx-torch` (one container per node: nccl-tests loopback,
+the builtin worker). A certification applies its own namespaced copies of those runtimes
+(`TrainingRuntime <name>-<id>`, labelled with its id, deleted with it), with the fabric's image
+in every container and the gang scheduler where the cluster has one, so it needs no
+cluster-scoped write and cannot drift from the version of dsx that judges it. Each TrainJob
+pins its pods to the run's nodes (required node affinity on the hostname, one pod per node by
+anti-affinity), requests the nodes' GPUs and the platform's devices, sets the platform's
+variables and `NCCL_DEBUG=INFO`, and tolerates what the caller says (the sentinel's own cordon
+and taints for a re-certification).
+
+The fallback (`Engine.JOBS`, `--engine jobs`, chosen when the cluster serves no TrainJob and
+said so): one Job per node plus a headless Service, torchrun inside, running the builtin worker
+only; it is judged against its peers, never by a published figure.
 
 Runs handed over together use disjoint nodes: they are created together and awaited
-together, each within its run deadline; a pod still running at the deadline makes the run a
-timeout. Everything created carries the certification's id label and is deleted once its
-logs are read, on close (also after an interrupt), and by `dsx certify cleanup --run-id`.
-The cluster is reached only through a `JobLauncher` (dsx.kube.jobs.RunLauncher), so this
-module renders plain dicts and never imports a Kubernetes client.
+together, each within its run deadline; pods that cannot start end their run within seconds
+(`dsx.kube.jobs`). Everything created carries the certification's id label and is deleted once
+its logs are read, on close (also after an interrupt), and by `dsx certify cleanup --run-id`.
+The cluster is reached only through a `JobLauncher` (dsx.kube.jobs.RunLauncher), so this module
+renders plain dicts and never imports a Kubernetes client.
 """
 
 from __future__ import annotations
 
+import copy
+import enum
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from dsx.certify import workload
-from dsx.certify.executor import JobLauncher, RunOutcome, WorkloadRun
+from dsx import catalog as catalog_data
+from dsx import serialization
+from dsx.certify import platforms, workload
+from dsx.certify.executor import JobLauncher, Notice, RunOutcome, RunStatus, WorkloadRun
 from dsx.errors import DsxError, UnavailableError
 from dsx.images import WORKLOAD_IMAGE
 from dsx.model import certification as model
@@ -37,16 +51,33 @@ ROLE_LABEL = "certify.dsx.run/role"
 NODE_RANK_LABEL = "certify.dsx.run/node-rank"
 WORKLOAD_ANNOTATION = "certify.dsx.run/workload-run"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 GPU_RESOURCE = "nvidia.com/gpu"
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+RUNTIMES_COMPONENT = "kubeflow-trainer-runtimes"
 RENDEZVOUS_PORT = 29500
 DEFAULT_IMAGE = WORKLOAD_IMAGE
-"""An image with dsx[collectives] (torch with CUDA) installed; `--image` names another."""
+"""dsx's workload image (dsx[collectives]: torch with CUDA): what the builtin worker runs in."""
 TTL_SECONDS_AFTER_FINISHED = 3600
 """A safety net: finished Jobs go even if every cleanup path of this process was cut short."""
 SHARED_MEMORY_MOUNT = "/dev/shm"  # noqa: S108  (the container's shared memory, not a temp file here)
 """NCCL and the gloo/torch data loaders need more shared memory than a container's 64 MiB."""
 JOB_DEADLINE_GRACE_SECONDS = 60
 """The Job's own activeDeadlineSeconds outlasts the run deadline a little: ours decides first."""
+
+
+class Engine(enum.StrEnum):
+    TRAINER = "trainer"  # Kubeflow Trainer TrainJobs (JobSet underneath)
+    JOBS = "jobs"  # plain Jobs, the builtin worker only (fallback)
+
+
+@dataclass(frozen=True)
+class GangScheduler:
+    """A scheduler that places a run's pods all together or not at all (KAI: its queue label)."""
+
+    scheduler_name: str
+    queue_label: str = "kai.scheduler/queue"
+    queue: str = "default-queue"
 
 
 def new_certification_id() -> str:
@@ -58,40 +89,170 @@ def run_name(certification_id: str, sequence: int) -> str:
     return f"dsx-{certification_id}-{sequence}"
 
 
-def platform_for(nodes: Sequence[model.CandidateNode], interconnect: str = "") -> catalog.Platform:
-    """The requested interconnect's platform, else the one whose device every node allocates, else TCP."""
-    shipped = catalog.platforms()
-    fallback = next(p for p in shipped.values() if not p.detect_resource)
-    if interconnect:
-        return next((p for p in shipped.values() if p.interconnect == interconnect.lower()), fallback)
-    for platform in shipped.values():
-        if platform.detect_resource and nodes and all(n.network_devices.get(platform.detect_resource) for n in nodes):
-            return platform
-    return fallback
-
-
 def default_ranks_per_node(nodes: Iterable[model.CandidateNode]) -> int:
     """One rank per GPU: the most common allocatable GPU count among the nodes (1 when unknown)."""
     counts = Counter(n.allocatable_gpus for n in nodes if n.allocatable_gpus)
     return max(counts.items(), key=lambda item: (item[1], item[0]))[0] if counts else 1
 
 
-def render(
+def runtime_name(name: str, certification_id: str) -> str:
+    return f"{name}-{certification_id}"
+
+
+def training_runtimes(
+    certification_id: str,
+    *,
+    names: Iterable[str],
+    image_for: Mapping[str, str],
+    gang: GangScheduler | None = None,
+) -> list[dict[str, Any]]:
+    """The certification's namespaced copies of the catalog's training runtimes it uses.
+
+    `image_for`: runtime name → the image every container of it runs (the fabric's)."""
+    wanted = set(names)
+    out = []
+    for document in shipped_runtimes():
+        name = document["metadata"]["name"]
+        if name not in wanted:
+            continue
+        runtime = copy.deepcopy(document)
+        runtime["kind"] = "TrainingRuntime"
+        runtime["metadata"] = {
+            "name": runtime_name(name, certification_id),
+            "labels": {**document["metadata"].get("labels", {}), CERTIFICATION_LABEL: certification_id},
+        }
+        image = image_for.get(name)
+        for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+            pod = replicated["template"]["spec"]["template"]["spec"]
+            for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+                if image:
+                    container["image"] = image
+            if gang is not None:
+                pod["schedulerName"] = gang.scheduler_name
+                labels = replicated["template"]["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})
+                labels[gang.queue_label] = gang.queue
+        out.append(runtime)
+    return sorted(out, key=lambda r: r["metadata"]["name"])
+
+
+def shipped_runtimes() -> list[dict[str, Any]]:
+    """The ClusterTrainingRuntime documents of the catalog component (the files a bundle installs)."""
+    folder = catalog_data.path("components") / RUNTIMES_COMPONENT
+    return [serialization.load_mapping_file(str(path)) for path in sorted(folder.glob("*.yaml"))]
+
+
+def render_trainjob(
+    run: WorkloadRun,
+    name: str,
+    *,
+    nodes: Mapping[str, model.CandidateNode],
+    certification_id: str,
+    image: str = "",
+    builtin_image: str = DEFAULT_IMAGE,
+    tolerations: Sequence[Mapping[str, str]] = (),
+    gang: GangScheduler | None = None,
+    megatron_source: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The TrainJob of one run, named `name`, referencing the certification's runtime copy."""
+    members = [nodes.get(n, model.CandidateNode(n)) for n in run.nodes]
+    fabric = run.fabric or platforms.fabric(members, accelerator=run.accelerator, scale=model.Scale.FULL_SCALE)
+    plan = workload.launch(
+        run.category,
+        run.program,
+        nodes=len(members),
+        gpus_per_node=run.ranks_per_node,
+        platform=fabric.platform,
+        accelerator=run.accelerator,
+        timeouts=run.timeouts,
+        image=image,
+        builtin_image=builtin_image,
+        megatron_source=megatron_source,
+    )
+    labels = {CERTIFICATION_LABEL: certification_id, RUN_LABEL: name}
+    resources = _resources(run, members, fabric.platform)
+    targets = _replicated_jobs(plan.runtime)
+    override: dict[str, Any] = {
+        "targetJobs": [{"name": target} for target in targets],
+        "metadata": {"labels": dict(labels) | ({gang.queue_label: gang.queue} if gang else {})},
+        "spec": {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": list(run.nodes)}]}
+                        ]
+                    }
+                },
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}}, "topologyKey": HOSTNAME_LABEL}
+                    ]
+                },
+            },
+            "tolerations": [
+                {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+                *(dict(t) for t in tolerations),
+            ],
+        },
+    }
+    overrides = [override]
+    if plan.init_env and "megatron-source" in _init_containers(plan.runtime):
+        overrides.append(
+            {
+                "targetJobs": [{"name": "node"}],
+                "spec": {
+                    "initContainers": [
+                        {
+                            "name": "megatron-source",
+                            "env": [{"name": k, "value": v} for k, v in sorted(plan.init_env.items())],
+                        }
+                    ]
+                },
+            }
+        )
+    trainjob: dict[str, Any] = {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": {"name": name, "labels": dict(labels), "annotations": {WORKLOAD_ANNOTATION: run.name}},
+        "spec": {
+            "runtimeRef": {
+                "name": runtime_name(plan.runtime, certification_id),
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "TrainingRuntime",
+            },
+            "trainer": {
+                "image": plan.image,
+                "command": list(plan.command),
+                "numNodes": len(members),
+                "numProcPerNode": plan.procs_per_node,
+                "resourcesPerNode": {"limits": dict(resources), "requests": dict(resources)},
+                "env": [
+                    {"name": "DSX_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    *({"name": k, "value": v} for k, v in sorted(plan.env.items())),
+                ],
+            },
+            "labels": dict(labels) | ({gang.queue_label: gang.queue} if gang else {}),
+            "podTemplateOverrides": overrides,
+        },
+    }
+    return [trainjob]
+
+
+def render_jobs(
     run: WorkloadRun,
     name: str,
     *,
     nodes: Mapping[str, model.CandidateNode],
     certification_id: str,
     image: str = DEFAULT_IMAGE,
-    interconnect: str = "",
     tolerations: Sequence[Mapping[str, str]] = (),
 ) -> list[dict[str, Any]]:
-    """The headless Service and one Job per node of `run`, named after `name`.
+    """The fallback: a headless Service and one Job per node of `run` running the builtin worker.
 
     `tolerations` are added to the GPU one: a caller that certifies a node it holds out of
     service itself (the sentinel: cordoned, tainted) lets its own pods onto that node."""
     members = [nodes.get(n, model.CandidateNode(n)) for n in run.nodes]
-    platform = platform_for(members, interconnect)
+    fabric = run.fabric or platforms.fabric(members, accelerator=run.accelerator, scale=model.Scale.FULL_SCALE)
     labels = {CERTIFICATION_LABEL: certification_id, RUN_LABEL: name}
     annotations = {WORKLOAD_ANNOTATION: run.name}
     objects: list[dict[str, Any]] = [
@@ -124,7 +285,7 @@ def render(
                     "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
                     "template": {
                         "metadata": {"labels": pod_labels, "annotations": dict(annotations)},
-                        "spec": _pod_spec(run, name, index, node, platform, image, args, tolerations),
+                        "spec": _job_pod_spec(run, name, index, node, fabric.platform, image, args, tolerations),
                     },
                 },
             }
@@ -132,7 +293,36 @@ def render(
     return objects
 
 
-def _pod_spec(
+def _resources(run: WorkloadRun, members: Sequence[model.CandidateNode], platform: catalog.Platform) -> dict[str, str]:
+    """The run's GPUs per node and, in full, the platform's devices (the fewest any member has)."""
+    resources = {GPU_RESOURCE: str(run.ranks_per_node)}
+    for resource in platform.request_all_of:
+        counts: list[int] = [n.network_devices.get(resource) or 0 for n in members]
+        fewest = min(counts, default=0)
+        if fewest:
+            resources[resource] = str(fewest)
+    return resources
+
+
+def _replicated_jobs(runtime: str) -> list[str]:
+    for document in shipped_runtimes():
+        if document["metadata"]["name"] == runtime:
+            return [r["name"] for r in document["spec"]["template"]["spec"]["replicatedJobs"]]
+    raise UnavailableError(f"the catalog component {RUNTIMES_COMPONENT} ships no runtime {runtime}")
+
+
+def _init_containers(runtime: str) -> list[str]:
+    for document in shipped_runtimes():
+        if document["metadata"]["name"] == runtime:
+            return [
+                c["name"]
+                for r in document["spec"]["template"]["spec"]["replicatedJobs"]
+                for c in r["template"]["spec"]["template"]["spec"].get("initContainers", [])
+            ]
+    return []
+
+
+def _job_pod_spec(
     run: WorkloadRun,
     name: str,
     index: int,
@@ -142,11 +332,7 @@ def _pod_spec(
     args: Sequence[str],
     tolerations: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
-    resources = {GPU_RESOURCE: str(run.ranks_per_node)}
-    for resource in platform.request_all_of:
-        count = node.network_devices.get(resource)
-        if count:
-            resources[resource] = str(count)
+    resources = _resources(run, [node], platform)
     command = [
         "torchrun",
         f"--nnodes={len(run.nodes)}",
@@ -160,8 +346,7 @@ def _pod_spec(
     ]
     env: list[dict[str, Any]] = [
         {"name": "DSX_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-        {"name": "NCCL_DEBUG", "value": "WARN"},
-        *({"name": key, "value": value} for key, value in platform.env.items()),
+        *({"name": key, "value": value} for key, value in sorted({**workload.NCCL_DEBUG, **platform.env}.items())),
     ]
     container: dict[str, Any] = {
         "name": "worker",
@@ -198,61 +383,112 @@ class KubernetesExecutor:
         nodes: Sequence[model.CandidateNode],
         *,
         certification_id: str | None = None,
-        image: str = DEFAULT_IMAGE,
-        interconnect: str = "",
+        engine: Engine = Engine.TRAINER,
+        image: str = "",
+        builtin_image: str = DEFAULT_IMAGE,
         tolerations: Sequence[Mapping[str, str]] = (),
+        gang: GangScheduler | None = None,
+        megatron_source: Mapping[str, str] | None = None,
     ) -> None:
+        """`image` replaces every program's image; `builtin_image` is the builtin worker's."""
         self.launcher = launcher
         self.tolerations = tuple(tolerations)
         self.certification_id = certification_id or new_certification_id()
+        self.engine = engine
         self.image = image
-        self.interconnect = interconnect
+        self.builtin_image = builtin_image
+        self.gang = gang
+        self.megatron_source = dict(megatron_source or {})
         self._nodes = {n.name: n for n in nodes}
         self._sequence = 0
         self._live: list[str] = []  # created and not yet deleted
+        self._runtimes: set[str] = set()  # runtime copies already applied
 
     def nodes(self) -> list[model.CandidateNode]:
         return list(self._nodes.values())
 
     def render(self, run: WorkloadRun, name: str) -> list[dict[str, Any]]:
-        return render(
+        """The run's objects; on the Trainer engine, preceded by the runtime copies it needs."""
+        if self.engine is Engine.JOBS:
+            return render_jobs(
+                run,
+                name,
+                nodes=self._nodes,
+                certification_id=self.certification_id,
+                image=self.image or self.builtin_image,
+                tolerations=self.tolerations,
+            )
+        return render_trainjob(
             run,
             name,
             nodes=self._nodes,
             certification_id=self.certification_id,
             image=self.image,
-            interconnect=self.interconnect,
+            builtin_image=self.builtin_image,
             tolerations=self.tolerations,
+            gang=self.gang,
+            megatron_source=self.megatron_source,
         )
 
-    def run(self, runs: Sequence[WorkloadRun]) -> list[RunOutcome]:
+    def runtimes_for(self, runs: Sequence[WorkloadRun]) -> list[dict[str, Any]]:
+        """The training runtime copies `runs` reference (each with the image its fabric needs)."""
+        if self.engine is Engine.JOBS:
+            return []
+        images: dict[str, str] = {}
+        for run in runs:
+            trainjob = self.render(run, "plan")[0]
+            runtime = trainjob["spec"]["runtimeRef"]["name"].removesuffix(f"-{self.certification_id}")
+            images.setdefault(runtime, trainjob["spec"]["trainer"]["image"])
+        return training_runtimes(self.certification_id, names=images, image_for=images, gang=self.gang)
+
+    def run(self, runs: Sequence[WorkloadRun], notice: Notice | None = None) -> list[RunOutcome]:
         started: list[tuple[str, WorkloadRun, float]] = []
         try:
+            needed = [r for r in self.runtimes_for(runs) if r["metadata"]["name"] not in self._runtimes]
+            if needed:
+                self.launcher.apply(needed)
+                self._runtimes |= {r["metadata"]["name"] for r in needed}
             for run in runs:
                 self._sequence += 1
                 name = run_name(self.certification_id, self._sequence)
                 self._live.append(name)
                 self.launcher.create(name, self.render(run, name))
                 started.append((name, run, time.monotonic()))
-            return [self._collect(name, run, began) for name, run, began in started]
+            return [self._collect(name, run, began, notice) for name, run, began in started]
         finally:
             for name, _, _ in started:
                 self._try_delete(name)
 
-    def _collect(self, name: str, run: WorkloadRun, began: float) -> RunOutcome:
+    def _collect(self, name: str, run: WorkloadRun, began: float, notice: Notice | None) -> RunOutcome:
         remaining = run.timeouts.run_timeout_seconds - (time.monotonic() - began)
-        codes = self.launcher.wait(name, max(remaining, 0.0))
-        exits = {node: codes.get(node) for node in run.nodes}
-        logs = {node: self._logs(name, node) for node in run.nodes}
+        status: RunStatus = self.launcher.wait(name, max(remaining, 0.0), notice)
+        gone = 0 if status.finished else None  # a finished run's pods may be cleaned up already
+        exits = {node: status.exit_codes.get(node, gone) for node in run.nodes}
+        logs = {node: self._logs(name, node) for node in run.nodes if node in status.exit_codes}
+        source = self._results_node(run, status)
         return RunOutcome(
             run=run,
-            launcher_log=logs[run.nodes[0]],
-            node_logs=logs,
+            launcher_log=logs.get(source, "") if source else "",
+            node_logs={node: logs.get(node, "") for node in run.nodes},
             exit_codes=exits,
-            timed_out=any(code is None for code in exits.values()),
+            timed_out=not status.not_started and any(code is None for code in exits.values()),
             duration_seconds=time.monotonic() - began,
-            extra={"kubernetesRun": name},
+            extra={"kubernetesRun": name, "engine": self.engine.value},
+            not_started=status.not_started,
+            pod_problems=dict(status.problems),
         )
+
+    def _results_node(self, run: WorkloadRun, status: RunStatus) -> str:
+        """The node whose pod printed the figures: the launcher, rank 0, or the last rank."""
+        order = [n for n in status.order if n in run.nodes] or [n for n in run.nodes if n in status.exit_codes]
+        if not order:
+            return ""
+        if self.engine is Engine.JOBS or run.program is model.Program.BUILTIN:
+            return order[0]
+        if run.program is model.Program.MEGATRON_LM:
+            return order[-1]
+        launchers = [n for n in order if status.roles.get(n) == "launcher"]
+        return launchers[0] if launchers else order[0]
 
     def _logs(self, name: str, node: str) -> str:
         """The node's pod log; empty when its pod never started or is gone (the exit code tells why)."""
@@ -270,8 +506,16 @@ class KubernetesExecutor:
         return None
 
     def close(self) -> None:
-        """Delete every run still on the cluster (after an error or an interrupt)."""
+        """Delete every run still on the cluster (after an error or an interrupt), then the runtime copies."""
         errors = [e for e in (self._try_delete(name) for name in list(self._live)) if e is not None]
+        if self._runtimes and not errors:
+            try:
+                self.launcher.delete_labelled(
+                    {CERTIFICATION_LABEL: self.certification_id}, [(TRAINER_API, "TrainingRuntime")]
+                )
+                self._runtimes.clear()
+            except DsxError as exc:
+                errors.append(exc)
         if errors:
             raise UnavailableError(
                 f"could not delete {len(self._live)} run(s) ({errors[-1]}); "

@@ -38,13 +38,17 @@ class ClusterRecertifier:
         read_nodes: Callable[[], Sequence[model.CandidateNode]],
         *,
         tolerations: Sequence[Mapping[str, str]],
+        choose_engine: Callable[[], Any] | None = None,
     ) -> None:
+        """`choose_engine()` says how runs start (`dsx.kube.certify_jobs.choose_engine`: Trainer
+        TrainJobs where the cluster serves them, the Jobs fallback otherwise); None: Trainer."""
         if not settings.image:
             raise BadInputError("certification.image: a cluster re-certification needs the workload image")
         self.settings = settings
         self.launcher = launcher
         self.read_nodes = read_nodes
         self.tolerations = tuple(tolerations)
+        self.choose_engine = choose_engine
 
     def recertify(self, request: RecertificationRequest) -> RecertificationResult:
         from dsx.executors import kubernetes
@@ -66,13 +70,17 @@ class ClusterRecertifier:
         if request.request_id:  # a sentinel stopped mid-run left these Jobs on the node, holding its GPUs
             for sequence in range(1, len(request.categories) + len(request.group_categories) + 1):
                 self.launcher.delete(kubernetes.run_name(certification_id, sequence))
+        choice = self.choose_engine() if self.choose_engine is not None else None
+        engine = choice.engine if choice is not None else kubernetes.Engine.TRAINER
+        detail["engine"] = engine.value
         with kubernetes.KubernetesExecutor(
             self.launcher,
             members,
             certification_id=certification_id,
-            image=self.settings.image,
-            interconnect=self.settings.interconnect,
+            engine=engine,
+            builtin_image=self.settings.image,
             tolerations=self.tolerations,
+            gang=choice.gang if choice is not None else None,
         ) as executor:
             detail["certification_id"] = executor.certification_id
             names = {m.name: m.name for m in members}

@@ -85,3 +85,9 @@ ETCD_VERSION = "3.6.16"
 
 KWOK_VERSION = "0.8.0"
 """KWOK controller driving fake nodes and pods."""
+
+JOBSET_VERSION = "0.10.1"
+"""JobSet, the primitive Kubeflow Trainer runs a TrainJob on (what the kubeflow-trainer 2.1.0 chart brings)."""
+
+TRAINER_VERSION = "2.1.0"
+"""Kubeflow Trainer's controller manager: the version the recipes' kubeflow-trainer component pins."""

@@ -23,6 +23,8 @@ from dsx import errors, settings
 from dsx.settings import folders
 
 NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
+ENGINE_NAMES = ("jobset-controller", "trainer-controller-manager")
+"""The certification engine's controllers (`dsx sim up --engine`), built by the same script."""
 ENV_OVERRIDES = {
     "kube-apiserver": "TEST_ASSET_KUBE_APISERVER",
     "etcd": "TEST_ASSET_ETCD",
@@ -124,6 +126,8 @@ def build(cache: Path, *, progress: Callable[[str], None]) -> None:
         "K8S_VERSION": settings.KUBERNETES_VERSION,
         "ETCD_VERSION": settings.ETCD_VERSION,
         "KWOK_VERSION": settings.KWOK_VERSION,
+        "JOBSET_VERSION": settings.JOBSET_VERSION,
+        "TRAINER_VERSION": settings.TRAINER_VERSION,
     }
     log = build_log(cache)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -157,6 +161,50 @@ def build(cache: Path, *, progress: Callable[[str], None]) -> None:
             f"control-plane build failed while building {building} (exit status {process.returncode}); "
             f"log {log}, last lines: {' | '.join(tail)}"
         )
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The certification engine's controllers and the manifests their module sources ship."""
+
+    jobset: Path
+    trainer: Path
+    jobset_crds: Path
+    jobset_webhooks: Path
+    trainer_crds: Path
+    trainer_webhooks: Path
+
+
+def engine_files(cache: Path) -> Engine:
+    jobset = cache / "engine" / f"jobset-v{settings.JOBSET_VERSION}"
+    trainer = cache / "engine" / f"trainer-v{settings.TRAINER_VERSION}"
+    return Engine(
+        jobset=cache / "jobset-controller",
+        trainer=cache / "trainer-controller-manager",
+        jobset_crds=jobset / "crds.yaml",
+        jobset_webhooks=jobset / "webhooks.yaml",
+        trainer_crds=trainer / "crds.yaml",
+        trainer_webhooks=trainer / "webhooks.yaml",
+    )
+
+
+def resolve_engine(
+    *, cache: Path | None = None, allow_build: bool = True, progress: Callable[[str], None] = lambda _: None
+) -> Engine:
+    """JobSet's and Trainer's controllers (built into the control-plane cache with the rest when missing)."""
+    cache = cache_dir() if cache is None else cache
+    found = engine_files(cache)
+    wanted = [found.jobset, found.trainer, found.jobset_crds, found.trainer_crds]
+    if not all(p.is_file() for p in wanted):
+        if not allow_build:
+            raise errors.NotFoundError(
+                f"certification engine missing in {cache} ({', '.join(ENGINE_NAMES)} and their CRDs); "
+                f"run bash {build_script() or BUILD_SCRIPT}"
+            )
+        build(cache, progress=progress)
+    if not all(p.is_file() for p in wanted):
+        raise errors.NotFoundError(f"the build left no {', '.join(str(p) for p in wanted if not p.is_file())}")
+    return found
 
 
 def kubernetes_version(apiserver: Path) -> str:

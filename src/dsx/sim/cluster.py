@@ -15,6 +15,7 @@ import dataclasses
 import datetime
 import enum
 import fcntl
+import os
 import re
 import shutil
 import socket
@@ -28,10 +29,11 @@ from dsx import atomic, errors, httpclient, retry, serialization
 from dsx.kube.client import KubeClient
 from dsx.settings import folders
 from dsx.sim import binaries, kwok, nodes, pki, processes
+from dsx.sim import engine as sim_engine
 
 STATE_FILE = "state.json"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-PORTS = ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+PORTS = ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", *sim_engine.PORTS)
 NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 SPEC_DIGEST_ANNOTATION = "sim.dsx.run/spec-digest"
 LOOPBACK = "127.0.0.1"
@@ -253,7 +255,8 @@ class SimCluster:
         with self._locked():
             state = self.load_state()
             retune = state is not None and kwok.fleet_tuning(state.options.nodes) != kwok.fleet_tuning(options.nodes)
-            if state is not None and self._all_alive(state) and not retune:
+            engine_changed = state is not None and state.options.engine != options.engine
+            if state is not None and self._all_alive(state) and not retune and not engine_changed:
                 say(f"control plane {self.name!r} already running; converging nodes")
                 state = dataclasses.replace(state, options=options)
                 self._save(state)
@@ -266,14 +269,18 @@ class SimCluster:
                 say(
                     "restarting the control plane with the lease settings of this fleet size (docs/sim.md)"
                     if retune
+                    else "restarting the control plane with the certification engine "
+                    + ("on" if options.engine else "off")
+                    if engine_changed
                     else "restarting a stopped control plane on its existing data"
                 )
                 _stop_in_order(state.processes)
             processes.kill_pids(processes.strays(f"{self.state_dir}/"))
             found = binaries.resolve(progress=say, allow_build=allow_build)
+            engine_files = binaries.resolve_engine(progress=say, allow_build=allow_build) if options.engine else None
             # the readiness budget is for the processes: a first-run build may take many minutes
             deadline = time.monotonic() + ready_timeout_seconds
-            state = self._start(options, found, state, deadline, say, die_with_parent)
+            state = self._start(options, found, state, deadline, say, die_with_parent, engine_files)
         say(f"ready: {options.nodes} {options.accelerator} nodes")
         return self.status()
 
@@ -285,6 +292,7 @@ class SimCluster:
         deadline: float,
         say: Progress,
         die_with_parent: bool,
+        engine_files: binaries.Engine | None = None,
     ) -> ClusterState:
         for folder in ("logs", "nodes", "pod-logs"):
             (self.state_dir / folder).mkdir(parents=True, exist_ok=True)
@@ -310,9 +318,15 @@ class SimCluster:
 
         def launch(component: str) -> None:
             nonlocal state
-            argv = self._argv(component, found, certs, ports, tuning)
+            env = None
+            if component in sim_engine.COMPONENTS:
+                assert engine_files is not None
+                argv = sim_engine.argv(component, engine_files, self.state_dir, self.kubeconfig)
+                env = sim_engine.environment(component, self.state_dir, os.environ)
+            else:
+                argv = self._argv(component, found, certs, ports, tuning)
             record = processes.start(
-                component, argv, self.state_dir / "logs" / f"{component}.log", die_with_parent=die_with_parent
+                component, argv, self.state_dir / "logs" / f"{component}.log", die_with_parent=die_with_parent, env=env
             )
             state = dataclasses.replace(state, processes=(*state.processes, record))
             self._save(state)
@@ -328,10 +342,35 @@ class SimCluster:
                 launch("kwok")
                 self._converge_nodes(kube, state, say)
                 self._wait_ready(kube, state, deadline, say)
+                if engine_files is not None:
+                    self._start_engine(kube, engine_files, certs, ports, state, deadline, launch, say)
         except BaseException:
             _stop_in_order(state.processes)
             raise
         return state
+
+    def _start_engine(
+        self,
+        kube: KubeClient,
+        files: binaries.Engine,
+        certs: pki.Pki,
+        ports: dict[str, int],
+        state: ClusterState,
+        deadline: float,
+        launch: Callable[[str], None],
+        say: Progress,
+    ) -> None:
+        """JobSet and Trainer: CRDs, the controllers on loopback, then their webhooks pointed at them."""
+        say(f"certification engine: JobSet and Kubeflow Trainer controllers ({files.jobset.parent})")
+        sim_engine.prepare(self.state_dir, certs, ports)
+        crds = sim_engine.install_crds(kube, files)
+        for component in sim_engine.COMPONENTS:
+            launch(component)
+        current = self.load_state() or state
+        self._wait(sim_engine.ready(ports), current, deadline, "trainer-controller-manager", "/readyz")
+        for config in sim_engine.webhook_configurations(files, certs.ca_cert, ports):
+            kube.apply(config, force=True)
+        say(f"certification engine ready ({len(crds)} CRDs, webhooks on 127.0.0.1)")
 
     def _argv(
         self,
@@ -557,7 +596,8 @@ class SimCluster:
 
     def _all_alive(self, state: ClusterState) -> bool:
         started = {p.component for p in state.processes}
-        return started == set(COMPONENTS) and all(processes.alive(p) for p in state.processes)
+        wanted = {*COMPONENTS, *(sim_engine.COMPONENTS if state.options.engine else ())}
+        return started == wanted and all(processes.alive(p) for p in state.processes)
 
     def compact_etcd(self) -> int:
         """Compact etcd's history up to now (the apiserver does this every 5 minutes).

@@ -41,6 +41,8 @@ class SimOptions:
     cliques: int | None = None
     service: str = "eks"
     os: str = "ubuntu"
+    engine: bool = False
+    """Run JobSet's and Kubeflow Trainer's controllers (dsx.sim.engine): TrainJobs run for real."""
 
     def resolved(self) -> SimOptions:
         board = profiles.accelerator(self.accelerator)
@@ -73,7 +75,7 @@ class SimOptions:
                     f"dsx sim: cliques: {self.nodes} nodes in {self.cliques} cliques puts {largest} nodes in one "
                     f"NVLink domain; a {self.accelerator} domain holds at most {board.nvlink_domain_max_nodes}"
                 )
-        return SimOptions(self.nodes, self.accelerator, gpus, self.cliques, self.service, self.os)
+        return SimOptions(self.nodes, self.accelerator, gpus, self.cliques, self.service, self.os, self.engine)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +85,7 @@ class SimOptions:
             "cliques": self.cliques,
             "service": self.service,
             "os": self.os,
+            "engine": self.engine,
         }
 
     @classmethod
@@ -94,6 +97,7 @@ class SimOptions:
             cliques=raw.get("cliques"),
             service=str(raw["service"]),
             os=str(raw["os"]),
+            engine=bool(raw.get("engine", False)),
         )
 
 

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from dsx import atomic
+from dsx import atomic, errors
 
 VALIDITY = datetime.timedelta(days=3650)
 APISERVER_SERVICE_IP = "10.96.0.1"
@@ -172,3 +172,22 @@ def ensure(directory: Path) -> Pki:
     )
     _write(pki.service_account_public_key, public, secret=False)
     return pki
+
+
+def serving_certificate(
+    pki: Pki, directory: Path, *, ips: tuple[str, ...], names: tuple[str, ...] = ("localhost",)
+) -> Path:
+    """`tls.crt`/`tls.key` for a server on loopback (a controller's webhooks), signed by the cluster's CA."""
+    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
+    if cert_file.is_file() and key_file.is_file():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = serialization.load_pem_private_key(pki.path("ca.key").read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise errors.InternalError(f"{pki.path('ca.key')}: not the EC key dsx sim writes")
+    ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _issue(_name("dsx-sim-webhooks"), key, ca.subject, ca_key, server_names=names, server_ips=ips)
+    _write(key_file, _key_pem(key), secret=True)
+    _write(cert_file, cert.public_bytes(serialization.Encoding.PEM), secret=False)
+    return directory

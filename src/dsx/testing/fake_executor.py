@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsx.certify import collectives, workload
-from dsx.certify.executor import Notice, Purpose, RunOutcome, WorkloadRun
+from dsx.certify.executor import Notice, Purpose, RunOutcome, RunStatus, WorkloadRun
 from dsx.certify.parsing import nccl, nccl_writer, training
 from dsx.model import certification as model
 
@@ -156,33 +156,59 @@ def _training_log(run: WorkloadRun, *, slow: bool, slow_factor: float, corrupt: 
 
 @dataclass
 class FakeJobLauncher:
-    """Remembers created objects per run; `codes`/`logs` script each node's pod."""
+    """Remembers created objects per run; `codes`/`logs` script each node's pod; `not_started`
+    makes every run end as pods that could not start (with `problems` per node)."""
 
     codes: dict[str, int | None] = field(default_factory=dict)  # node → exit code (absent: 0)
     logs_by_node: dict[str, str] = field(default_factory=dict)
     interrupt_on_wait: bool = False
+    not_started: str = ""
+    problems: dict[str, str] = field(default_factory=dict)
     created: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    applied: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    deleted_labelled: list[dict[str, str]] = field(default_factory=list)
 
     def create(self, run_name: str, objects: Sequence[Mapping[str, Any]]) -> None:
         self.created.setdefault(run_name, []).extend(dict(o) for o in objects)
 
-    def nodes_of(self, run_name: str) -> list[str]:
-        return [
-            o["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"]
-            for o in self.created.get(run_name, [])
-            if o["kind"] == "Job"
-        ]
+    def apply(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        self.applied.extend(dict(o) for o in objects)
 
-    def wait(self, run_name: str, deadline_seconds: float) -> Mapping[str, int | None]:
+    def nodes_of(self, run_name: str) -> list[str]:
+        """The nodes a run's objects pin their pods to, in the order rendered."""
+        nodes: list[str] = []
+        for o in self.created.get(run_name, []):
+            if o["kind"] == "Job":
+                nodes.append(o["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"])
+            elif o["kind"] == "TrainJob":
+                override = o["spec"]["podTemplateOverrides"][0]["spec"]
+                terms = override["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                nodes.extend(terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
+        return nodes
+
+    def wait(self, run_name: str, deadline_seconds: float, notice: Notice | None = None) -> RunStatus:
         if self.interrupt_on_wait:
             raise KeyboardInterrupt
         if not math.isfinite(deadline_seconds):
             raise ValueError("deadline must be finite")
-        return {node: self.codes.get(node, 0) for node in self.nodes_of(run_name)}
+        nodes = self.nodes_of(run_name)
+        if self.not_started:
+            if notice is not None:
+                notice(f"run {run_name} cannot start: {self.not_started}")
+            return RunStatus(not_started=self.not_started, problems=dict(self.problems))
+        trainjob = any(o["kind"] == "TrainJob" for o in self.created.get(run_name, []))
+        roles = {n: ("launcher" if trainjob and i == 0 and len(nodes) > 1 else "node") for i, n in enumerate(nodes)}
+        codes = {node: self.codes.get(node, 0) for node in nodes}
+        finished = None not in codes.values()
+        return RunStatus(exit_codes=codes, order=tuple(nodes), roles=roles, finished=finished)
 
     def logs(self, run_name: str, node: str) -> str:
         return self.logs_by_node.get(node, "")
 
     def delete(self, run_name: str) -> None:
         self.deleted.append(run_name)
+
+    def delete_labelled(self, labels: Mapping[str, str], kinds: Sequence[tuple[str, str]]) -> list[str]:
+        self.deleted_labelled.append(dict(labels))
+        return []

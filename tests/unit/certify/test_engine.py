@@ -28,8 +28,12 @@ def test_healthy_nodes_pass_in_one_screening_run_after_calibration() -> None:
     assert result.failed_nodes == []
     (category,) = result.categories
     assert category.runs == 1 and category.calibration_runs == engine.CALIBRATION_RUNS
-    assert [r.purpose for r in executor.runs] == [Purpose.CALIBRATION, Purpose.CALIBRATION, Purpose.GROUP]
-    assert executor.runs[-1].reference == category.references[8]  # the run carries the yardstick it is judged by
+    assert category.control_runs == 1  # the round's fault-free peer, measured right before it
+    purposes = [r.purpose for r in executor.runs]
+    assert purposes == [Purpose.CALIBRATION, Purpose.CALIBRATION, Purpose.CALIBRATION, Purpose.GROUP]
+    control = executor.runs[-2]
+    assert "/control-8r-" in control.name
+    assert executor.runs[-1].reference  # the run carries the yardstick it is judged by: the control's figures
     assert category.isolation is None
     assert events[-1].groups_done == events[-1].groups_total == 1
 
@@ -93,7 +97,7 @@ def test_a_calibration_store_supplies_references_measured_before() -> None:
     again = FakeExecutor(8, faults={"node-5": model.FaultKind.SLOW})
     second = engine.certify(ALL_REDUCE, again, calibration=stored)
     assert second.categories[0].calibration_runs == 0
-    assert all(r.purpose is not Purpose.CALIBRATION for r in again.runs)
+    assert all("/control-" in r.name for r in again.runs if r.purpose is Purpose.CALIBRATION)
     assert second.failed_nodes == ["node-5"]
     key = calibration.shape_key(catalog.get("nccl-all-reduce"), 8)
     restored = calibration.Calibration.from_dict(stored.to_dict(), source="test", this_host="this-host")

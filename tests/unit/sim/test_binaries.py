@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsx import errors
+from dsx import settings
 from dsx.sim import binaries
 
 
@@ -116,11 +117,14 @@ def test_the_build_script_survives_long_version_output_under_pipefail(tmp_path: 
     assert script is not None
     out = tmp_path / "bin"
     out.mkdir()
-    for name in binaries.NAMES:
+    for name in (*binaries.NAMES, *binaries.ENGINE_NAMES):
         tool = out / name
         # far more output than a pipe buffer, so a reader that stops early would kill the writer
         tool.write_text("#!/bin/sh\necho 'v1.36.3'\nseq 1 200000\n")
         tool.chmod(0o755)
+    for folder in (f"jobset-v{settings.JOBSET_VERSION}", f"trainer-v{settings.TRAINER_VERSION}"):
+        (out / "engine" / folder).mkdir(parents=True)
+        (out / "engine" / folder / "crds.yaml").write_text("# built\n")
     for _ in range(3):
         done = subprocess.run(
             ["bash", str(script), str(out)],

@@ -47,6 +47,7 @@ def document(
             "excluded": len(result.excluded),
             "workloadRuns": result.runs,
             "calibrationRuns": sum(c.calibration_runs for c in result.categories),
+            "controlRuns": sum(c.control_runs for c in result.categories),
             "durationSeconds": round(result.duration_seconds, 1),
         },
         "injections": [str(i) for i in result.injections],
@@ -63,10 +64,19 @@ def _category(category: engine.CategoryResult) -> dict[str, Any]:
         "name": category.name,
         "description": category.description,
         "workload": category.workload.value,
+        "program": category.program.value,
+        "ran": category.workload_id,
+        "fabric": category.fabric,
+        "interconnect": category.interconnect,
         "status": category.status.value,
         "scale": category.scale.value,
         "thresholds": [
-            {"metric": a.metric.value, "expression": a.expression, "source": a.source}
+            {
+                "metric": a.metric.value,
+                "expression": a.expression,
+                "source": a.source,
+                **({"measuredOn": a.measured_on} if a.measured_on else {}),
+            }
             for a in category.applied.values()
         ],
         "references": {
@@ -75,9 +85,14 @@ def _category(category: engine.CategoryResult) -> dict[str, Any]:
         },
         "runs": category.runs,
         "calibrationRuns": category.calibration_runs,
+        "controlRuns": category.control_runs,
         "groups": [_group(g) for g in category.groups],
         "failedNodes": sorted(n for n, v in category.node_verdicts.items() if v.status is model.Status.FAILED),
     }
+    if category.lacking:
+        out["lacking"] = category.lacking
+    if category.common_cause is not None:
+        out["commonCause"] = category.common_cause.to_dict()
     if category.isolation is not None:
         out["isolation"] = _isolation(category.isolation, category.groups)
     return out
@@ -93,6 +108,8 @@ def _group(result: engine.GroupResult) -> dict[str, Any]:
         "durationSeconds": round(judgement.duration_seconds, 2),
         **judgement.measurement.to_dict(),
     }
+    if judgement.bounds:
+        out["bounds"] = {m.value: round(v, 6) for m, v in sorted(judgement.bounds.items())}
     if result.group.domain:
         out["domain"] = result.group.domain
     if result.group.borrowed:
@@ -123,6 +140,8 @@ def _isolation(outcome: isolation.Outcome, groups: tuple[engine.GroupResult, ...
             if model.Metric.BUS_BANDWIDTH_GBPS in metrics:
                 entry["busBandwidthGBps"] = round(metrics[model.Metric.BUS_BANDWIDTH_GBPS], 6)
             entry["metrics"] = probe.detail.measurement.to_dict()["metrics"]
+            if probe.detail.bounds:
+                entry["bounds"] = {m.value: round(v, 6) for m, v in sorted(probe.detail.bounds.items())}
             if probe.detail.failure is not None:
                 entry["reason"] = probe.detail.failure.reason.value
         tree.append(entry)
@@ -192,8 +211,7 @@ def summary(doc: dict[str, Any]) -> str:
     for category in doc["categories"]:
         metric = judged.metrics(category)[0]
         worst = judged.worst(category, metric)
-        sizes = sorted({judged.world_size(doc, len(g["nodes"])) for g in category["groups"]})
-        bounds = sorted({b for n in sizes if (b := judged.bound(category, metric, n)) is not None})
+        bounds = sorted({b for g in category["groups"] if (b := judged.bound(category, metric, g)) is not None})
         iso = category.get("isolation")
         rows.append(
             [
@@ -221,7 +239,8 @@ def summary(doc: dict[str, Any]) -> str:
     totals = doc["totals"]
     lines.append(
         f"result: {doc['result']}  nodes: {totals['nodes']}  excluded: {totals['excluded']}  "
-        f"workload runs: {totals['workloadRuns']} (+{totals['calibrationRuns']} calibration)  "
+        f"workload runs: {totals['workloadRuns']} (+{totals['calibrationRuns']} calibration, "
+        f"{totals.get('controlRuns', 0)} control)  "
         f"failed nodes: {', '.join(doc['failedNodes']) or 'none'}"
     )
     return "\n".join(lines) + "\n"

@@ -38,7 +38,7 @@ h3{font-size:1rem;margin-bottom:.3rem}
 .EXCLUDED{background:#7f7f7f}
 table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;font-size:.9rem}
 th{background:#f4f4f4}pre{background:#f7f7f7;padding:.5rem;font-size:.8rem;overflow-x:auto;margin:.2rem 0}
-.muted{color:#777;font-size:.85rem}svg{background:#fff;display:block}.name,.num{white-space:nowrap}.num{text-align:right}
+.muted{color:#777;font-size:.85rem}.fail{color:#c0392b;font-weight:600}svg{background:#fff;display:block}.name,.num{white-space:nowrap}.num{text-align:right}
 """
 
 
@@ -130,13 +130,24 @@ def _category(doc: dict[str, Any], category: dict[str, Any]) -> str:
         f'<p class="muted">{escape(category["description"])} Scale {escape(category["scale"])}; '
         f"{category['runs']} workload runs, {category['calibrationRuns']} calibration runs.</p>",
     ]
+    if category.get("ran"):
+        fabric = f" on {category['fabric']}" if category.get("fabric") else ""
+        out.append(f'<p class="muted">Ran {escape(category["ran"])}{escape(fabric)}.</p>')
+    if category.get("lacking"):
+        out.append(f'<p class="muted">{escape(category["lacking"])}.</p>')
+    if category.get("commonCause"):
+        out.append(f'<p class="fail">{escape(category["commonCause"]["message"])}</p>')
     if category["thresholds"]:
         rows = "".join(
             f"<tr><td>{escape(_metric_name(t['metric']))}</td><td><code>{escape(t['expression'])}</code></td>"
-            f"<td>{escape(_resolved(doc, category, t['metric']))}</td><td>{escape(t['source'])}</td></tr>"
+            f"<td>{escape(_resolved(doc, category, t['metric']))}</td><td>{escape(t.get('measuredOn', 'relative'))}</td>"
+            f"<td>{escape(t['source'])}</td></tr>"
             for t in category["thresholds"]
         )
-        out.append(f"<table><tr><th>judged on</th><th>threshold</th><th>bound</th><th>source</th></tr>{rows}</table>")
+        out.append(
+            "<table><tr><th>judged on</th><th>threshold</th><th>bound</th><th>measured on</th><th>source</th></tr>"
+            f"{rows}</table>"
+        )
     if category.get("references"):
         refs = "; ".join(
             f"{size} rank(s): "
@@ -190,17 +201,17 @@ def _metric_value(key: str, value: float) -> str:
 
 
 def _resolved(doc: dict[str, Any], category: dict[str, Any], key: str) -> str:
-    """The bound as a number with its unit, per world size of the screening groups."""
+    """The bound as a number with its unit, as the screening groups were held to it."""
     if key not in judged_runs.KNOWN:
         return "—"
     metric = model.Metric(key)
-    sizes = sorted({judged_runs.world_size(doc, len(g["nodes"])) for g in category["groups"]})
-    found = [(n, judged_runs.bound(category, metric, n)) for n in sizes]
+    found = sorted({b for g in category["groups"] if (b := judged_runs.bound(category, metric, g)) is not None})
     op = judged_runs.comparison(category, metric)
-    shown = [
-        f"{op} {metric.with_unit(b)}" + (f" ({n} ranks)" if len(found) > 1 else "") for n, b in found if b is not None
-    ]
-    return ", ".join(shown) or "—"
+    if not found:
+        return "—"
+    if len(found) == 1:
+        return f"{op} {metric.with_unit(found[0])}"
+    return f"{op} {metric.with_unit(found[0])} … {metric.with_unit(found[-1])} (per group)"
 
 
 # --- charts ----------------------------------------------------------------------------------
@@ -232,13 +243,7 @@ def _size_chart(doc: dict[str, Any], category: dict[str, Any], metric: model.Met
     if not series:
         return ""
     sizes = sorted({s for _, pts in series for s, _ in pts})
-    bounds = sorted(
-        {
-            b
-            for g, _ in series
-            if (b := judged_runs.bound(category, metric, judged_runs.world_size(doc, len(g["nodes"])))) is not None
-        }
-    )
+    bounds = sorted({b for g, _ in series if (b := judged_runs.bound(category, metric, g)) is not None})
     values = [metric.shown(v) for _, pts in series for _, v in pts] + [metric.shown(b) for b in bounds]
     ticks = nice_ticks(max(values, default=1.0) * 1.05)
     labels = [tick_label(t, ticks) for t in ticks]
@@ -320,7 +325,7 @@ def _node_chart(
     """One bar per node: the value of its most telling run, red when that run failed, its bound dashed."""
     rows = []
     for node, run in chosen.items():
-        bound = judged_runs.bound(category, metric, judged_runs.world_size(doc, len(run.nodes)))
+        bound = judged_runs.bound(category, metric, {"bounds": run.bounds})
         where = ", ".join(run.nodes) if len(run.nodes) <= 3 else f"{run.name} ({len(run.nodes)} nodes)"
         rows.append(
             (

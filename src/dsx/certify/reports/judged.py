@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dsx.model import certification as model
@@ -27,6 +27,7 @@ class Run:
     nodes: tuple[str, ...]
     metrics: dict[str, float]
     passed: bool
+    bounds: dict[str, float] = field(default_factory=dict)
 
 
 def metrics(category: dict[str, Any]) -> list[model.Metric]:
@@ -39,19 +40,17 @@ def metrics(category: dict[str, Any]) -> list[model.Metric]:
     return [model.Metric.BUS_BANDWIDTH_GBPS]
 
 
-def bound(category: dict[str, Any], metric: model.Metric, world_size: int) -> float | None:
-    """The number a run of `world_size` ranks was held to; None for an expression that is not a plain bound."""
+def bound(category: dict[str, Any], metric: model.Metric, run: dict[str, Any]) -> float | None:
+    """The number a run (a group or a probe of the report) was held to, as the judge evaluated it
+    (with that run's peers or reference); a plain `value >= X` without one; else None."""
+    found = (run.get("bounds") or {}).get(metric.value)
+    if isinstance(found, int | float):
+        return float(found)
     for threshold in category["thresholds"]:
         if threshold["metric"] != metric.value:
             continue
         match = _EXPRESSION.match(threshold["expression"])
-        if match is None:
-            return None
-        number = float(match[2])
-        if not match[3]:
-            return number
-        reference = category.get("references", {}).get(str(world_size), {}).get(metric.value)
-        return number * reference if reference is not None else None
+        return float(match[2]) if match is not None and not match[3] else None
     return None
 
 
@@ -67,13 +66,23 @@ def comparison(category: dict[str, Any], metric: model.Metric) -> str:
 def runs(category: dict[str, Any]) -> list[Run]:
     """Screening groups, then the isolation runs that measured something (inferred results did not run)."""
     out = [
-        Run(g["name"], tuple(g["nodes"]), dict(g.get("metrics", {})), g["status"] == "PASSED")
+        Run(
+            g["name"], tuple(g["nodes"]), dict(g.get("metrics", {})), g["status"] == "PASSED", dict(g.get("bounds", {}))
+        )
         for g in category["groups"]
     ]
     for probe in (category.get("isolation") or {}).get("tree", []):
         if probe.get("inferred") or not probe.get("metrics"):
             continue
-        out.append(Run(probe.get("run", ""), tuple(probe["nodes"]), dict(probe["metrics"]), bool(probe["passed"])))
+        out.append(
+            Run(
+                probe.get("run", ""),
+                tuple(probe["nodes"]),
+                dict(probe["metrics"]),
+                bool(probe["passed"]),
+                dict(probe.get("bounds", {})),
+            )
+        )
     return out
 
 

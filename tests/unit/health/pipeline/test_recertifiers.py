@@ -28,7 +28,7 @@ from .builders import policy_with
 SRC = Path(__file__).resolve().parents[4] / "src" / "dsx"
 DATA = Path(__file__).resolve().parents[3] / "data" / "certify"
 NCCL_LOG = (DATA / "01-allreduce-h100-2node-gcp-a3mega.log").read_text(encoding="utf-8")
-"""A healthy H100 all-reduce table (judged: 316.24 GB/s)."""
+"""A healthy H100 all-reduce table (judged on nccl-tests' own out-of-place busbw: 338.82 GB/s)."""
 LOOPBACK = RecertificationRequest("n3", ("nccl-loopback",))
 H100 = "NVIDIA-H100-80GB-HBM3"
 
@@ -64,18 +64,21 @@ def _recertifier(
     )
 
 
-def test_a_cordoned_node_is_certified_in_a_job_pinned_to_it_with_every_gpu_and_our_tolerations() -> None:
+def test_a_cordoned_node_is_certified_in_a_trainjob_pinned_to_it_with_every_gpu_and_our_tolerations() -> None:
     launcher = FakeJobLauncher(logs_by_node={"n3": NCCL_LOG})
     result = _recertifier("value >= 300.0", launcher).recertify(LOOPBACK)
 
     assert result.passed, result.reason
-    assert result.detail["executor"] == "kubernetes"
+    assert result.detail["executor"] == "kubernetes" and result.detail["engine"] == "trainer"
     (run,) = launcher.created
     assert launcher.nodes_of(run) == ["n3"]  # the node itself, not a stand-in
-    (job,) = [o for o in launcher.created[run] if o["kind"] == "Job"]
-    pod = job["spec"]["template"]["spec"]
-    assert pod["containers"][0]["image"] == "registry.example/dsx-workload:1"
-    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    (trainjob,) = [o for o in launcher.created[run] if o["kind"] == "TrainJob"]
+    trainer = trainjob["spec"]["trainer"]
+    assert trainer["command"][2].endswith("/all_reduce_perf_mpi")  # nccl-tests itself, one process, every GPU
+    assert trainer["command"][-1] == "-g8"
+    assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"
+    assert [r["kind"] for r in launcher.applied] == ["TrainingRuntime"]  # the certification's own runtime copy
+    pod = trainjob["spec"]["podTemplateOverrides"][0]["spec"]
     tolerated = {(t["key"], t["effect"]) for t in pod["tolerations"]}
     assert ("node.kubernetes.io/unschedulable", "NoSchedule") in tolerated  # the sentinel's cordon
     assert ("sentinel.dsx.run/not-yet-certified", "NoSchedule") in tolerated
@@ -86,7 +89,7 @@ def test_a_node_below_the_threshold_fails_with_the_measured_value() -> None:
     launcher = FakeJobLauncher(logs_by_node={"n3": NCCL_LOG})
     result = _recertifier("value >= 400.0", launcher).recertify(LOOPBACK)
     assert not result.passed
-    assert result.reason.startswith("nccl-loopback: ThresholdViolation: busBandwidthGBps measured 316.24")
+    assert result.reason.startswith("nccl-loopback: ThresholdViolation: busBandwidthGBps measured 338.82")
 
 
 def test_a_pod_that_printed_nothing_fails_and_a_vanished_node_fails() -> None:
