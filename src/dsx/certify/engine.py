@@ -532,13 +532,15 @@ def _common_cause(results: Sequence[GroupResult]) -> model.Failure | None:
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_POD = re.compile(r"\bpods? [\w.-]+")
 
 
 def _signature(failure: model.Failure, nodes: Sequence[str]) -> tuple[str, str]:
+    """The failure without what differs between groups that failed for one cause: node and pod names, numbers."""
     message = failure.message
     for node in sorted(nodes, key=len, reverse=True):
         message = message.replace(node, "<node>")
-    return failure.reason.value, _NUMBER.sub("#", message)
+    return failure.reason.value, _NUMBER.sub("#", _POD.sub("pod", message))
 
 
 def _failure(detail: object) -> model.Failure | None:

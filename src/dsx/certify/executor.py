@@ -69,6 +69,8 @@ class RunOutcome:
     """Why the run's pods could not be scheduled or started (it ended there, not at its deadline)."""
     pod_problems: Mapping[str, str] = field(default_factory=dict)
     """Per node (or pod, before it has one): the scheduling or waiting reason its pod showed."""
+    pods_alike: bool = False
+    """Every pod of the run showed the same problem (the launcher's `RunStatus.alike`)."""
 
 
 Notice = Callable[[str], None]
@@ -104,6 +106,8 @@ class RunStatus:
     """The nodes in rank order: a launcher first, then by completion index (node rank)."""
     roles: Mapping[str, str] = field(default_factory=dict)
     """Per node: its pod's role (`launcher`, `node`: Trainer's replicated jobs)."""
+    alike: bool = False
+    """Every pod the run made shows the same scheduling or start problem (a shared cause)."""
     finished: bool = False
     """The run's owner (TrainJob or Jobs) reached Complete or Failed: a node whose pod is gone served its part."""
 

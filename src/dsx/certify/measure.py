@@ -138,10 +138,7 @@ def ran_clean(outcome: RunOutcome) -> bool:
 
 
 def _alike(outcome: RunOutcome) -> bool:
-    problems = outcome.pod_problems
-    if not outcome.not_started or len(problems) < len(outcome.run.nodes):
-        return False
-    return len({why.split(":", 1)[0].strip() for why in problems.values()}) == 1
+    return bool(outcome.not_started) and outcome.pods_alike
 
 
 def judge_metrics(

@@ -85,7 +85,7 @@ def real(policy: SentinelPolicy, kubeconfig: Path | None) -> SentinelParts:
             jobs.RunLauncher(client, namespace=policy.certification.namespace),
             lambda: certify_jobs.candidate_nodes(client),
             tolerations=recertify.held_tolerations(policy),
-            choose_engine=lambda: certify_jobs.choose_engine(client),
+            choose_engine=lambda: certify_jobs.choose_engine(client, gang="none"),  # one node: nothing to gang
         )
     provider = _provider(policy.remediation.provider, kube_nodes.KubeNodeOps(client))
     return SentinelParts(client, provider, recertifier, policy.monitors.kernel_logs)

@@ -476,6 +476,7 @@ class KubernetesExecutor:
             extra={"kubernetesRun": name, "engine": self.engine.value},
             not_started=status.not_started,
             pod_problems=dict(status.problems),
+            pods_alike=status.alike,
         )
 
     def _results_node(self, run: WorkloadRun, status: RunStatus) -> str:

@@ -200,7 +200,11 @@ class RunLauncher:
             stuck = self._stuck(seen, pods, owners, run_name, began)
             if stuck:
                 tell(f"run {run_name} cannot start: {stuck}")
-                return RunStatus(exit_codes=codes, not_started=stuck, problems=problems, order=order, roles=roles)
+                reasons = {problem(p).split(":", 1)[0] for p in pods}
+                alike = bool(pods) and len(reasons) == 1 and "" not in reasons
+                return RunStatus(
+                    exit_codes=codes, not_started=stuck, problems=problems, order=order, roles=roles, alike=alike
+                )
         return status
 
     def _owners(self, run_name: str) -> list[dict[str, Any]]:
@@ -253,7 +257,7 @@ class RunLauncher:
         if lasting:
             why, name = lasting[0]
             others = len(lasting) - 1
-            return f"pod {name}: {why}" + (f" (and {others} more pod(s))" if others else "")
+            return f"{why} (pod {name}" + (f" and {others} more)" if others else ")")
         if not pods and now - began >= self._no_pods_grace:
             warnings = self._warnings(run_name, owners)
             return f"no pod was created within {self._no_pods_grace:.0f} s" + (f": {warnings}" if warnings else "")
