@@ -104,6 +104,7 @@ ENVIRONMENT_READERS = {
     "dsx.executors.local.worker": "the worker process's own entry point (python -m dsx.executors.local.worker)",
     "dsx.executors.local.executor": "hands its environment on to the worker processes it starts",
     "dsx.sim.binaries": "hands its environment on to the control-plane build script it runs",
+    "dsx.sim.processes": "starts components with the environment they inherit plus what one needs (a TMPDIR)",
 }
 """Modules outside the entry points that read os.environ, each with its reason."""
 

@@ -15,7 +15,6 @@ import dataclasses
 import datetime
 import enum
 import fcntl
-import os
 import re
 import shutil
 import socket
@@ -318,15 +317,19 @@ class SimCluster:
 
         def launch(component: str) -> None:
             nonlocal state
-            env = None
+            extra: dict[str, str] = {}
             if component in sim_engine.COMPONENTS:
                 assert engine_files is not None
                 argv = sim_engine.argv(component, engine_files, self.state_dir, self.kubeconfig)
-                env = sim_engine.environment(component, self.state_dir, os.environ)
+                extra = sim_engine.environment(component, self.state_dir)
             else:
                 argv = self._argv(component, found, certs, ports, tuning)
             record = processes.start(
-                component, argv, self.state_dir / "logs" / f"{component}.log", die_with_parent=die_with_parent, env=env
+                component,
+                argv,
+                self.state_dir / "logs" / f"{component}.log",
+                die_with_parent=die_with_parent,
+                extra_env=extra,
             )
             state = dataclasses.replace(state, processes=(*state.processes, record))
             self._save(state)

@@ -90,11 +90,11 @@ def argv(component: str, files: binaries.Engine, state_dir: Path, kubeconfig: Pa
     raise errors.InternalError(f"unknown engine component {component!r}")
 
 
-def environment(component: str, state_dir: Path, base: Mapping[str, str]) -> dict[str, str]:
-    env = dict(base)
+def environment(component: str, state_dir: Path) -> dict[str, str]:
+    """What a component needs beside the environment it inherits."""
     if component == "trainer-controller-manager":
-        env["TMPDIR"] = str(folder(state_dir) / "trainer-tmp")
-    return env
+        return {"TMPDIR": str(folder(state_dir) / "trainer-tmp")}
+    return {}
 
 
 def install_crds(kube: KubeClient, files: binaries.Engine) -> list[str]:

@@ -109,8 +109,13 @@ def start(
     *,
     die_with_parent: bool = False,
     env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> ProcessRecord:
-    """Start a component detached in its own session, output appended to `log`."""
+    """Start a component detached in its own session, output appended to `log`.
+
+    `env` replaces the inherited environment; `extra_env` adds to it (a component's own folder)."""
+    if extra_env:
+        env = {**(os.environ if env is None else env), **extra_env}
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(

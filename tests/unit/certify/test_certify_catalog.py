@@ -100,7 +100,7 @@ def test_a_figure_measured_on_another_workload_is_refused_at_load(tmp_path) -> N
             1,
         )
     )
-    with pytest.raises(CatalogError, match="measuredOn.workload: 'builtin/all_reduce' is not allowed"):
+    with pytest.raises(CatalogError, match=r"measuredOn\.workload: 'builtin/all_reduce' is not allowed"):
         catalog.load_file(broken)
     unnamed = tmp_path / "nccl-all-reduce.yaml"
     unnamed.write_text(text.replace(", accelerator: h100, interconnect: efa, nodes: 2}", "}", 1))

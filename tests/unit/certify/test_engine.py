@@ -169,3 +169,45 @@ def test_progress_shows_the_judged_metric_and_each_calibration_run() -> None:
     assert "[nccl-loopback] group node-0 (1 nodes): PASSED algorithm bandwidth 100 GB/s in 1.0 s" in lines
     assert "[training] group all-nodes (2 nodes): PASSED step time 50 ms in 1.0 s" in lines
     assert not any("bus bandwidth" in line or "busbw" in line for line in lines if "loopback" in line)
+
+
+def _cluster(count: int, **kw: object) -> FakeExecutor:
+    nodes = [
+        model.CandidateNode(f"node-{i}", labels={"topology.kubernetes.io/rack": f"r{i // 2}"}, allocatable_gpus=1)
+        for i in range(count)
+    ]
+    return FakeExecutor(nodes, calibrates=False, **kw)  # type: ignore[arg-type]
+
+
+def test_every_node_failing_alike_takes_one_round_and_names_the_common_cause() -> None:
+    """Issue 27: when every group of a round fails the same way, bisecting would only repeat it."""
+    faults = {f"node-{i}": model.FaultKind.CORRUPT for i in range(8)}
+    executor = _cluster(8, faults=faults)
+    result = engine.certify(ALL_REDUCE, executor)
+    (category,) = result.categories
+    assert len(category.groups) == 4 and category.runs == 4  # screening only
+    assert category.isolation is None and category.common_cause is not None
+    assert category.common_cause.reason is model.Reason.COMMON_CAUSE
+    assert "WrongResults" in category.common_cause.message
+    assert {v.failure.reason for v in result.node_verdicts.values() if v.failure} == {model.Reason.COMMON_CAUSE}
+
+
+def test_one_bad_group_among_many_is_still_isolated() -> None:
+    executor = _cluster(8, faults={"node-5": model.FaultKind.CORRUPT})
+    result = engine.certify(ALL_REDUCE, executor)
+    assert result.failed_nodes == ["node-5"]
+    assert result.categories[0].common_cause is None
+
+
+def test_without_a_published_figure_a_cluster_node_is_judged_against_its_peers() -> None:
+    """No figure for this (workload, accelerator, interconnect): the round's median is the yardstick."""
+    executor = _cluster(8, faults={"node-5": model.FaultKind.SLOW})
+    result = engine.certify(ALL_REDUCE, executor)
+    (category,) = result.categories
+    assert category.applied[model.Metric.BUS_BANDWIDTH_GBPS].expression == "value >= 0.8 * peers"
+    assert "no published busBandwidthGBps figure" in category.lacking
+    assert result.failed_nodes == ["node-5"]
+    failure = result.node_verdicts["node-5"].failure
+    assert failure is not None and failure.reason is model.Reason.THRESHOLD_VIOLATION
+    assert failure.expected is not None and failure.measured is not None and failure.measured < failure.expected
+    assert category.calibration_runs == 0 and category.control_runs == 0

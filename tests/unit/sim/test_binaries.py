@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dsx import errors
-from dsx import settings
+from dsx import errors, settings
 from dsx.sim import binaries
 
 
