@@ -45,6 +45,7 @@ REQUIRED = {
     ("", "pods", "delete"),
     ("", "pods/eviction", "create"),
     ("", "namespaces", "patch"),  # resourceNames: dsx-runs only
+    ("apiextensions.k8s.io", "customresourcedefinitions", "get"),  # resourceNames: TrainJob's and JobSet's
 }
 """Cluster-wide; plus events create in namespace default, leases get/create/update in its own namespace
 and the certification runs' rules in dsx-runs."""
@@ -158,17 +159,29 @@ def test_the_account_can_make_every_call_the_pipeline_makes(account) -> None:
         )
         assert elector.try_acquire_or_renew() and elector.try_acquire_or_renew()  # create, then get + update
 
-        # re-certification: a Job pinned to the node and its Service, applied, read and deleted by run
+        # re-certification: the engine is asked for, then a TrainJob pinned to the node and the
+        # certification's runtime copy are applied, read and deleted by label
+        from dsx.kube import certify_jobs
+
+        assert certify_jobs.choose_engine(own, gang="none").engine is kubernetes.Engine.TRAINER
         launcher = RunLauncher(own, namespace=RUNS)
-        run = WorkloadRun("nccl-loopback/rbac", catalog.get("nccl-loopback"), (node_name,), 1, model.Timeouts(60, 60))
-        name = f"dsx-{namespace[-6:]}-1"
-        launcher.create(name, kubernetes.render(run, name, nodes={}, certification_id=namespace[-6:]))
-        assert [j["metadata"]["name"] for j in own.list("batch/v1", "Job", RUNS, labels={"dsx.run/run": name})] == [
-            f"{name}-0"
-        ]
+        category = catalog.get("nccl-loopback")
+        run = WorkloadRun(
+            "nccl-loopback/rbac", category, (node_name,), 1, model.Timeouts(60, 60), program=category.program
+        )
+        certification = namespace[-6:]
+        executor = kubernetes.KubernetesExecutor(launcher, [], certification_id=certification)
+        launcher.apply(executor.runtimes_for([run]))
+        name = f"dsx-{certification}-1"
+        launcher.create(name, executor.render(run, name))
+        found = own.list("trainer.kubeflow.org/v1alpha1", "TrainJob", RUNS, labels={"dsx.run/run": name})
+        assert [t["metadata"]["name"] for t in found] == [name]
         launcher.pods(name)
         launcher.delete(name)
-        assert own.list("batch/v1", "Job", RUNS, labels={"dsx.run/run": name}) == []
+        assert own.list("trainer.kubeflow.org/v1alpha1", "TrainJob", RUNS, labels={"dsx.run/run": name}) == []
+        launcher.delete_labelled(
+            {kubernetes.CERTIFICATION_LABEL: certification}, [("trainer.kubeflow.org/v1alpha1", "TrainingRuntime")]
+        )
     finally:
         admin.delete("v1", "Node", node_name)
 
@@ -203,6 +216,11 @@ def test_nothing_around_those_calls_is_allowed(account) -> None:
         ("get", "pods/log", {"namespace": namespace}),
         ("create", "pods", {"namespace": RUNS}),
         ("list", "secrets", {"namespace": RUNS}),
+        ("get", "customresourcedefinitions", {"group": "apiextensions.k8s.io", "name": "leases.coordination.k8s.io"}),
+        ("list", "customresourcedefinitions", {"group": "apiextensions.k8s.io"}),
+        ("create", "trainjobs", {"group": "trainer.kubeflow.org", "namespace": namespace}),
+        ("create", "clustertrainingruntimes", {"group": "trainer.kubeflow.org"}),
+        ("list", "events", {"namespace": namespace}),
     ]
     leaks = [
         (verb, resource, where)
@@ -212,6 +230,7 @@ def test_nothing_around_those_calls_is_allowed(account) -> None:
     assert leaks == []
     assert allowed(admin, namespace, SENTINEL, "create", "events", namespace="default")
     assert allowed(admin, namespace, SENTINEL, "get", "pods/log", namespace=RUNS)
+    assert allowed(admin, namespace, SENTINEL, "create", "trainjobs", group="trainer.kubeflow.org", namespace=RUNS)
     with pytest.raises(ForbiddenError):
         own.list("v1", "Secret", "kube-system")
     with pytest.raises(ForbiddenError):

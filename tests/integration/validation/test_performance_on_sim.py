@@ -1,12 +1,13 @@
 """Area of concern: `dsx validate --phase performance` certifies the cluster's GPU nodes through the
-certify engine — Jobs pinned to each targeted node with the Kubernetes executor, or local processes
+certify engine — TrainJobs pinned to the targeted nodes with the Kubernetes executor (the sim runs the
+real Trainer and JobSet controllers), or local processes
 standing in for the snapshot's GPU nodes with `--executor local` — and judges what it found.
 
 The apiserver, scheduler, Job controller and pod logs are real (dsx sim); kwok pods run no
 container, so on their own they print no nccl-tests table and every node fails with
 `WorkloadFailed`, which the first test holds the CLI to. The second stands in for the containers
-with certify's `SimulatedContainers` (seeded nccl-tests logs, exit codes per node) on top of the
-real RunLauncher, through the same composition the CLI uses.
+with certify's `SimulatedContainers` (seeded nccl-tests logs) on top of the real RunLauncher,
+through the same composition the CLI uses.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dsx.kube.client import KubeClient
 from dsx.kube.jobs import RunLauncher
 from dsx.model import recipe as recipe_model
 from dsx.validation import cluster_snapshot, performance, results, run
-from integration.certify.simulated_containers import Container, SimulatedContainers, sample
+from integration.certify.simulated_containers import SimulatedContainers, sample
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,13 @@ def certified_recipe(tmp_path: Path, certification: dict[str, Any]) -> Path:
 def leftovers(kube: KubeClient, namespace: str) -> list[str]:
     return [
         f"{kind}/{obj['metadata']['name']}"
-        for api_version, kind in (("batch/v1", "Job"), ("v1", "Pod"), ("v1", "Service"))
+        for api_version, kind in (
+            ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+            ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
+            ("batch/v1", "Job"),
+            ("v1", "Pod"),
+            ("v1", "Service"),
+        )
         for obj in kube.list(api_version, kind, namespace, labels=None)
         if kubernetes.CERTIFICATION_LABEL in (obj["metadata"].get("labels") or {})
     ]
@@ -93,11 +100,14 @@ def test_kubernetes_executor_passes_healthy_nodes_and_names_the_faulty_one(
         "runTimeoutSeconds": 60,
     }
     target = recipe_model.load(str(certified_recipe(tmp_path, block)))
+    failing: set[str] = set()
+    healthy_log = sample("01-allreduce-h100-2node-gcp-a3mega.log")
+    broken_log = sample("08-allreduce-h100-2node-init-failure-WARN.log")
     containers = SimulatedContainers(
         inner=RunLauncher(kube_client, namespace=sim_namespace, poll_seconds=0.2),
         cluster=sim_cluster.cluster,
         kube=kube_client,
-        launcher_log=sample("01-allreduce-h100-2node-gcp-a3mega.log"),
+        log_for=lambda nodes, _runtime: broken_log if failing & set(nodes) else healthy_log,
     )
     runner = performance.CertificationRunner(
         validate_cmd.kubernetes_certify(kube_client, containers, namespace=sim_namespace)
@@ -109,11 +119,11 @@ def test_kubernetes_executor_passes_healthy_nodes_and_names_the_faulty_one(
 
     healthy = certify()
     assert [(r.name, r.status) for r in healthy.results] == [("performance/nccl-all-reduce", results.Status.PASSED)]
-    gpu_nodes = [n.name for n in snap.gpu_nodes]  # no target in the block: every GPU node, one Job on each
+    gpu_nodes = [n.name for n in snap.gpu_nodes]  # no target in the block: every GPU node, one pod on each
     assert healthy.results[0].evidence["nodes"] == gpu_nodes
     assert {p.node_name for p in containers.seen} == set(gpu_nodes)
 
-    containers.faulty = {BAD_NODE: Container(exit_code=1, log=sample("08-allreduce-h100-2node-init-failure-WARN.log"))}
+    failing.add(BAD_NODE)  # its runs print NCCL's init failure (`Test NCCL failure`)
     broken = certify()
     (check,) = broken.results
     assert check.status is results.Status.FAILED

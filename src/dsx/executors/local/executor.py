@@ -118,6 +118,8 @@ class LocalExecutor:
                     "MASTER_PORT": port,
                     "GLOO_SOCKET_IFNAME": "lo",
                     "DSX_NODE_NAME": node,
+                    # every simulated node shares this machine's GPUs: a rank takes GPU rank % count
+                    "DSX_DEVICE_INDEX": rank,
                 }
                 env.update(self._fault_env(run, node, folder / f"rank-{rank}.progress"))
                 ident = f"{self._sequence}/{rank}"

@@ -165,10 +165,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _backend(torch: Any, me: _Rank) -> tuple[str, Any]:
+    """NCCL on a GPU where there is one for this rank, else gloo on the CPU.
+
+    Under torchrun on a node the rank's GPU is its local rank; the local executor's simulated nodes
+    share one machine's GPUs, so there the rank's global index (`DSX_DEVICE_INDEX`) picks it."""
     wanted = os.environ.get("DSX_CERTIFY_BACKEND", "")
-    if (wanted == "nccl" or not wanted) and torch.cuda.is_available() and torch.cuda.device_count() > me.local_rank:
-        torch.cuda.set_device(me.local_rank)
-        return "nccl", torch.device("cuda", me.local_rank)
+    shared = os.environ.get("DSX_DEVICE_INDEX", "")
+    if (wanted == "nccl" or not wanted) and torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        index = int(shared) if shared.isdigit() else me.local_rank
+        fits = me.world <= count if shared else index < count  # every rank of the run gets a GPU, or none does
+        if fits:
+            torch.cuda.set_device(index)
+            return "nccl", torch.device("cuda", index)
     return "gloo", torch.device("cpu")
 
 
