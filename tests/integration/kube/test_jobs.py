@@ -39,8 +39,8 @@ def test_run_reports_exit_codes_per_node_and_logs(
     launcher = RunLauncher(kube_client, namespace=sim_namespace, poll_seconds=0.2)
     launcher.create("run-a", [_job("run-a-0", good, 0), _job("run-a-1", bad, 7)])
     launcher.create("run-a", [_job("run-a-0", good, 0), _job("run-a-1", bad, 7)])  # resumable: converges
-    codes = launcher.wait("run-a", deadline_seconds=60)
-    assert codes == {good: 0, bad: 7}
+    status = launcher.wait("run-a", deadline_seconds=60)
+    assert status.exit_codes == {good: 0, bad: 7} and status.finished and not status.not_started
     pods = launcher.pods("run-a")
     assert {p["metadata"]["labels"][RUN_LABEL] for p in pods} == {"run-a"}
     on_good = next(p for p in pods if p["spec"]["nodeName"] == good)
@@ -74,5 +74,6 @@ def test_wait_returns_none_for_pods_still_running_at_the_deadline(
         lambda d: any(p.get("status", {}).get("phase") == "Running" for p in d["pods"]),
         what="slow pod running",
     )
-    assert launcher.wait("slow", deadline_seconds=1) == {node: None}
+    status = launcher.wait("slow", deadline_seconds=1)
+    assert status.exit_codes == {node: None} and not status.finished
     launcher.delete("slow")

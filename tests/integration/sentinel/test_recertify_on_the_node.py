@@ -3,14 +3,15 @@ cluster: no `--sim`), re-certification runs on the repaired node itself.
 
 `dsx sim inject --fault xid79` on two nodes → quarantine (cordon, taint) → drain → remediation
 (the policy names the sim provider: NotReady, then Ready) → the certify engine's Kubernetes
-executor creates a Job pinned to each node, asking for all 8 GPUs and tolerating the sentinel's
-own cordon and taints → the pod runs bound to the node while it is still cordoned → its log is
+executor creates a TrainJob pinned to each node (the sim runs the real Trainer and JobSet
+controllers), asking for all 8 GPUs and tolerating the sentinel's own cordon and taints → the pod
+runs bound to the node while it is still cordoned → its log is
 read back through the apiserver and judged by the policy's threshold → the node whose log
 passes is uncordoned only then; the node whose pod printed an NCCL failure stays cordoned with
 the reason. kwok runs no containers: `WorkloadContainers` gives each certification pod the log
 its container would print the moment the pod appears (`dsx.sim.pod_logs`, as the certify
-integration tests do), so the Jobs, the scheduler, the pod logs and the judging are the real
-code path. Both nodes are restored afterwards (the cluster is shared).
+integration tests do), so the TrainJobs, JobSets, Jobs, the scheduler, the pod logs and the
+judging are the real code path. Both nodes are restored afterwards (the cluster is shared).
 """
 
 from __future__ import annotations
@@ -86,12 +87,15 @@ class WorkloadContainers:
                 self._stop.wait(0.05)
 
     def _look(self, kube: KubeClient) -> None:
-        pods = kube.list_pods(self.namespace, labels={kubernetes.ROLE_LABEL: "launcher"})
+        pods = kube.list_pods(self.namespace)
         for pod in pods:
+            if kubernetes.CERTIFICATION_LABEL not in (pod["metadata"].get("labels") or {}):
+                continue
             name, spec = pod["metadata"]["name"], pod["spec"]
             seen = self.seen.get(name)
-            if seen is None:
-                pinned = spec["nodeSelector"][kubernetes.HOSTNAME_LABEL]
+            if seen is None:  # one node per re-certification run: its affinity names it
+                terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                (pinned,) = terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
                 pod_logs.seed(self.cluster, kube, self.namespace, name, self.logs[pinned])
                 seen = self.seen[name] = SeenPod(name, pinned)
             seen.node_name = spec.get("nodeName") or seen.node_name
@@ -129,7 +133,7 @@ def test_recertification_runs_in_a_pod_bound_to_the_node_before_it_is_uncordoned
                 "categories": ["nccl-loopback"],
                 "image": IMAGE,
                 "namespace": sim_namespace,
-                "thresholds": {"busBandwidthGBps": "value >= 300.0"},  # the seeded H100 table: 316 GB/s
+                "thresholds": {"busBandwidthGBps": "value >= 300.0"},  # the seeded H100 table: 338.82 GB/s
                 "runTimeoutSeconds": 60,
             },
             "monitors": {
@@ -200,9 +204,16 @@ def test_recertification_runs_in_a_pod_bound_to_the_node_before_it_is_uncordoned
     assert store_requests[failing].status is ValidationStatus.FAILED
 
     # everything the certification created is gone
-    left = [
-        f"{kind}/{o['metadata']['name']}"
-        for api_version, kind in (("batch/v1", "Job"), ("v1", "Service"))
-        for o in kube_client.list(api_version, kind, sim_namespace)
-    ]
-    assert left == []
+    def left() -> list[str]:
+        return [
+            f"{kind}/{o['metadata']['name']}"
+            for api_version, kind in (
+                ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+                ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
+                ("batch/v1", "Job"),
+                ("v1", "Service"),
+            )
+            for o in kube_client.list(api_version, kind, sim_namespace)
+        ]
+
+    kube_client.wait_for(lambda: {"left": left()}, lambda d: d["left"] == [], what="certification objects deleted")

@@ -121,14 +121,15 @@ def test_kubernetes_executor_passes_healthy_nodes_and_names_the_faulty_one(
     assert [(r.name, r.status) for r in healthy.results] == [("performance/nccl-all-reduce", results.Status.PASSED)]
     gpu_nodes = [n.name for n in snap.gpu_nodes]  # no target in the block: every GPU node, one pod on each
     assert healthy.results[0].evidence["nodes"] == gpu_nodes
-    assert {p.node_name for p in containers.seen} == set(gpu_nodes)
+    assert {n for nodes in containers.nodes.values() for n in nodes} == set(gpu_nodes)  # pinned there
 
-    failing.add(BAD_NODE)  # its runs print NCCL's init failure (`Test NCCL failure`)
+    failing.add(BAD_NODE)  # its runs print an NCCL init failure on InfiniBand (`Test NCCL failure`)
     broken = certify()
     (check,) = broken.results
     assert check.status is results.Status.FAILED
     assert list(check.evidence["failedNodes"]) == [BAD_NODE]
-    assert f"{BAD_NODE}: NetworkError" in check.message
+    # the seeded log is an InfiniBand cluster's (`Using network IBext_v6`): on these EFA nodes that is the fallback
+    assert f"{BAD_NODE}: TransportFallback" in check.message
     assert leftovers(kube_client, sim_namespace) == []
 
 
