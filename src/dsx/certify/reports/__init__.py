@@ -221,7 +221,7 @@ def summary(doc: dict[str, Any]) -> str:
                 category["runs"],
                 metric.label,
                 metric.with_unit(worst) if worst is not None else "-",
-                " / ".join(f"{judged.comparison(category, metric)} {metric.with_unit(b)}" for b in bounds) or "-",
+                _bounds(judged.comparison(category, metric), metric, bounds),
                 ", ".join(category["failedNodes"]) or "-",
                 iso["runs"] if iso else "-",
             ]
@@ -244,6 +244,15 @@ def summary(doc: dict[str, Any]) -> str:
         f"failed nodes: {', '.join(doc['failedNodes']) or 'none'}"
     )
     return "\n".join(lines) + "\n"
+
+
+def _bounds(comparison: str, metric: model.Metric, bounds: list[float]) -> str:
+    """One bound, two, or the range the groups were held to (peers differ per round)."""
+    if not bounds:
+        return "-"
+    if len(bounds) <= 2:
+        return " / ".join(f"{comparison} {metric.with_unit(b)}" for b in bounds)
+    return f"{comparison} {metric.with_unit(bounds[0])} … {metric.with_unit(bounds[-1])}"
 
 
 _HEAD = [
