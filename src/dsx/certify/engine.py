@@ -423,18 +423,22 @@ class _CategoryRunner:
 
         Measured right before the runs it judges, so load on the machine moves it and them alike;
         the calibration (`reference`) stays as a floor."""
-        nodes = world_size // self.spec.ranks_per_node
-        names = tuple(f"calibration-{i}" for i in range(nodes))
         self._sequence += 1
-        run = self._workload(f"{self.category.name}/control-{world_size}r-{self._sequence}", names, Purpose.CALIBRATION)
-        (outcome,) = self.executor.run([run], notice=self._notice)
+        judgement = self._fault_free(f"control-{world_size}r-{self._sequence}", world_size, "control")
         self.control_runs += 1
+        return dict(judgement.measurement.metrics)
+
+    def _fault_free(self, name: str, world_size: int, what: str) -> measure.Judgement:
+        """One run of this shape on no node in particular (no fault applies); it must not fail."""
+        nodes = tuple(f"calibration-{i}" for i in range(world_size // self.spec.ranks_per_node))
+        run = self._workload(f"{self.category.name}/{name}", nodes, Purpose.CALIBRATION)
+        (outcome,) = self.executor.run([run], notice=self._notice)
         judgement = measure.judge(outcome, {}, None)
         if judgement.failure is not None:
             raise UnavailableError(
-                f"{self.category.name}: the control run on {world_size} rank(s) failed: {judgement.failure.message}"
+                f"{self.category.name}: the {what} run on {world_size} rank(s) failed: {judgement.failure.message}"
             )
-        return dict(judgement.measurement.metrics)
+        return judgement
 
     def _reference(self, world_size: int) -> dict[model.Metric, float] | None:
         if not self.executor.calibrates:
@@ -445,25 +449,13 @@ class _CategoryRunner:
         if known is not None:
             self.references[world_size] = known
             return known
-        nodes = world_size // self.spec.ranks_per_node
-        names = tuple(f"calibration-{i}" for i in range(nodes))
-        runs = [
-            self._workload(f"{self.category.name}/calibration-{world_size}r-{i}", names, Purpose.CALIBRATION)
-            for i in range(CALIBRATION_RUNS)
-        ]
-        self._tell(f"calibrating the local reference for {world_size} rank(s): {len(runs)} runs")
+        self._tell(f"calibrating the local reference for {world_size} rank(s): {CALIBRATION_RUNS} runs")
         values: dict[model.Metric, list[float]] = {}
-        for index, run in enumerate(runs, start=1):  # one at a time, so each reports as it ends
-            (outcome,) = self.executor.run([run], notice=self._notice)
+        for index in range(1, CALIBRATION_RUNS + 1):  # one at a time, so each reports as it ends
+            judgement = self._fault_free(f"calibration-{world_size}r-{index - 1}", world_size, "calibration")
             self.calibration_runs += 1
-            judgement = measure.judge(outcome, {}, None)
-            if judgement.failure is not None:
-                raise UnavailableError(
-                    f"{self.category.name}: the calibration run on {world_size} rank(s) failed: "
-                    f"{judgement.failure.message}"
-                )
             summary = self._summary(judgement, verdict=False)
-            self._tell(f"calibration {index}/{len(runs)} on {world_size} rank(s):{summary}")
+            self._tell(f"calibration {index}/{CALIBRATION_RUNS} on {world_size} rank(s):{summary}")
             for metric, value in judgement.measurement.metrics.items():
                 values.setdefault(metric, []).append(value)
         reference = {m: (max(v) if m in LOWER_IS_BETTER else min(v)) for m, v in values.items()}
