@@ -55,7 +55,7 @@ def _snapshot_and_reader(
 
 EXECUTORS = ("kubernetes", "local")
 NO_CLUSTER = (
-    "needs a live cluster (--kubeconfig) to run certification Jobs on its GPU nodes; "
+    "needs a live cluster (--kubeconfig) to run certification workloads on its GPU nodes; "
     "--executor local runs the same categories on this machine instead"
 )
 
@@ -196,7 +196,7 @@ snapshot_option = click.option(
     "--namespace",
     default=None,
     metavar="NS",
-    help=f"Kubernetes executor: where certification Jobs run (default {certify_cmd.DEFAULT_NAMESPACE}).",
+    help=f"Kubernetes executor: where certification workloads run (default {certify_cmd.DEFAULT_NAMESPACE}).",
 )
 @click.option(
     "--image",

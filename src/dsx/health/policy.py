@@ -181,7 +181,7 @@ class CategoryChoice:
 
 NOT_YET_CERTIFIED = Taint(f"{nodes.PREFIX}/not-yet-certified", TaintEffect.NO_SCHEDULE)
 DEFAULT_RUN_NAMESPACE = "dsx-runs"
-"""Where certification Jobs run unless `certification.namespace` says otherwise (as `dsx certify run`)."""
+"""Where certification workloads run unless `certification.namespace` says otherwise (as `dsx certify run`)."""
 
 
 @dataclass(frozen=True)
@@ -205,10 +205,11 @@ class CertificationSettings:
     taint: Taint = field(default_factory=lambda: NOT_YET_CERTIFIED)
     """Holds a joining (or re-validated) node out of scheduling until it passes."""
     image: str = ""
-    """On a cluster: the workload image (dsx[collectives], torch with CUDA) the node's pods run.
-    Required there for `recertify` and `validation` to act; `sentinel run --image` overrides it."""
+    """On a cluster: dsx's workload image (dsx[collectives], torch with CUDA), which the builtin worker
+    runs in where the cluster has no Kubeflow Trainer; on Trainer the catalog's images per program and
+    fabric run. Required there for `recertify` and `validation` to act; `sentinel run --image` overrides it."""
     namespace: str = DEFAULT_RUN_NAMESPACE
-    """On a cluster: where the certification Jobs run."""
+    """On a cluster: where the certification workloads (TrainJobs) run."""
     interconnect: str = ""
     """On a cluster: the network platform (efa, infiniband, roce, tcpxo…); empty: detected from the nodes."""
     thresholds: Mapping[Metric, str] = field(default_factory=dict)

@@ -17,7 +17,7 @@ Two `Recertifier`s (the port is `dsx.health.ports.Recertifier`; both live in the
 package `dsx.executors.recertify`), chosen once by the sentinel's composition root:
 
 - `ClusterRecertifier` — a real cluster: the certify engine's Kubernetes executor runs the
-  categories *on the node*, in Jobs pinned to it that ask for every GPU it has and tolerate the
+  categories *on the node*, in TrainJobs pinned to it that ask for every GPU it has and tolerate the
   sentinel's own cordon and taints (`held_tolerations`); the node's pod logs are judged by the
   catalog's thresholds for its hardware (or `certification.thresholds`);
 - `LocalRecertifier` — a simulated cluster: the local executor plays the node (and its
