@@ -75,9 +75,10 @@ class TokenAuthenticator:
 
     def identify(self, authorization: str | None) -> str | None:
         """The token's digest prefix (a client id for rate limiting and logs), or None."""
-        if not authorization or not authorization.startswith("Bearer "):
+        scheme, _, credentials = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip():  # RFC 9110: the scheme is case-insensitive
             return None
-        presented = _digest(authorization.removeprefix("Bearer ").strip())
+        presented = _digest(credentials.strip())
         match = None
         for known in self.token_digests:
             if hmac.compare_digest(presented, known):

@@ -34,10 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import logging
-import math
 import queue
 import signal
 import socket
@@ -49,9 +47,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, ClassVar
 from urllib.parse import unquote
+
+import h11
 
 from dsx.api import security
 
@@ -77,41 +76,29 @@ _BUSY_RESPONSE = (
 )
 
 
-class _DeadlineReader(socket.SocketIO):
-    """Reads that fail once `deadline` (time.monotonic) has passed, however the bytes trickle in."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__(sock, "rb")
-        self.deadline = math.inf
-
-    def readinto(self, b: Any) -> int | None:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the client missed its deadline")
-        self._sock.settimeout(left)  # type: ignore[attr-defined]
-        return super().readinto(b)
-
-    def close(self) -> None:
-        """The socket is the server's to close (after the handler's last write)."""
-        io.RawIOBase.close(self)
-
-
 EVICTION_WAIT_SECONDS = 0.5
 """How long a newcomer waits for the slot of the connection it evicted (its thread ends at once)."""
+HEADER_BLOCK_BYTES = 32 * 1024
+"""The request line and headers together (h11's `max_incomplete_event_size`): beyond it, 431 and close."""
+RECEIVE_BYTES = 65536
 
 
-class HardenedHTTPServer(socketserver.ThreadingMixIn, HTTPServer):
+class HardenedHTTPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     """A thread per connection, at most `limits.max_connections` of them."""
 
     daemon_threads = True
     block_on_close = False
+    allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limits: ServerLimits) -> None:
+    def __init__(
+        self, address: tuple[str, int], handler: type[socketserver.BaseRequestHandler], limits: ServerLimits
+    ) -> None:
         self.limits = limits
         self._slots = threading.BoundedSemaphore(limits.max_connections)
         self._waiting: OrderedDict[int, socket.socket] = OrderedDict()
-        """Connections waiting for a request's headers (new or kept alive), oldest first: evictable."""
+        """Connections waiting for a request's headers (new or kept alive) or trickling a body, oldest first:
+        evictable."""
         self._waiting_lock = threading.Lock()
         super().__init__(address, handler)
 
@@ -135,7 +122,7 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, HTTPServer):
             self._slots.release()
 
     def waiting(self, request: socket.socket) -> None:
-        """The connection waits for a request's headers: it may be evicted for a newcomer."""
+        """The connection waits for the client (headers, or a body): it may be evicted for a newcomer."""
         with self._waiting_lock:
             self._waiting[id(request)] = request
             self._waiting.move_to_end(id(request))
@@ -153,7 +140,7 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, HTTPServer):
             _, victim = self._waiting.popitem(last=False)
         with contextlib.suppress(OSError):
             victim.shutdown(socket.SHUT_RDWR)  # its thread's read returns at once, and the thread ends
-        log.debug("at the connection bound: closed the connection that waited longest for its request")
+        log.debug("at the connection bound: closed the connection that waited longest for its client")
         return self._slots.acquire(timeout=EVICTION_WAIT_SECONDS)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -186,78 +173,160 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, HTTPServer):
         self.server_close()
 
 
-class HardenedHandler(BaseHTTPRequestHandler):
-    """Deadlines on every read and write, JSON errors, the shared token rule."""
+class Headers:
+    """A request's headers as h11 parsed them: names lower-cased, order and repeats kept."""
+
+    def __init__(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        self._pairs = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in pairs]
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        wanted = name.lower()
+        return next((value for key, value in self._pairs if key == wanted), default)
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._pairs)
+
+
+class _Evicted(Exception):
+    """The connection was closed for a newcomer while its headers came in: not served."""
+
+
+class HardenedHandler(socketserver.BaseRequestHandler):
+    """HTTP/1.1 framed by h11 (RFC 9112 as uvicorn's parser reads it), with deadlines on every read
+    and write, JSON errors, and the shared token rule.
+
+    What h11 refuses (a header line that is not `token: value`, a bare CR, conflicting or malformed
+    Content-Length, a missing or repeated Host, a header block over `HEADER_BLOCK_BYTES`) is answered
+    with the JSON error envelope and the status h11 suggests, and the connection is closed. A
+    Transfer-Encoding body is refused with 411 before the token is checked, an unread body closes the
+    connection after the answer (it is never read as the next request), and `100 Continue` is sent
+    only when the handler reads the body: after the token and size checks.
+    """
 
     server: HardenedHTTPServer
-    protocol_version = "HTTP/1.1"
     server_version = "dsx"
-
-    def version_string(self) -> str:
-        """The Server header names no Python version."""
-        return self.server_version
-
     authenticator: ClassVar[security.TokenAuthenticator]
 
     def setup(self) -> None:
-        super().setup()
-        self.rfile.close()
-        self._reader = _DeadlineReader(self.connection)
-        self._reader.deadline = time.monotonic() + self.server.limits.header_timeout_seconds
-        self._buffered = io.BufferedReader(self._reader)
-        self.rfile = self._buffered
+        self.connection: socket.socket = self.request
+        with contextlib.suppress(OSError):  # one segment per answer, sent at once (no Nagle delay)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=HEADER_BLOCK_BYTES)
+        self._deadline = time.monotonic() + self.server.limits.header_timeout_seconds
         self._requests = 0
-        self._body_left = 0
+        self.close_connection = False
+        self.command = ""
+        self.path = ""
+        self.request_version = "HTTP/1.1"
+        self.headers = Headers([])
+        self._responded = False
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+    # -- the connection -------------------------------------------------------------------------
 
-    def handle_one_request(self) -> None:
-        limits = self.server.limits
-        if self._requests:  # a kept-alive connection: the next request may take its time to begin
-            self._reader.deadline = time.monotonic() + limits.idle_timeout_seconds
+    def handle(self) -> None:
+        while True:
             try:
-                if not self._buffered.peek(1):
-                    self.close_connection = True
+                if not self._one_request():
                     return
-            except OSError:
-                self.close_connection = True
+            except h11.RemoteProtocolError as exc:
+                self._framing_error(exc)
                 return
-            self._reader.deadline = time.monotonic() + limits.header_timeout_seconds
-        self._requests += 1
-        super().handle_one_request()
-        self.server.waiting(self.connection)
-        if self._body_left:
-            self.close_connection = True  # an unread body would be parsed as the next request
-            self._discard()
+            except _Evicted:
+                return
+            except (TimeoutError, OSError):
+                return
+            if self.close_connection or self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
+                self._drain()
+                return
+            self._h11.start_next_cycle()
+            self.server.waiting(self.connection)
 
-    def _discard(self) -> None:
+    def _one_request(self) -> bool:
+        limits = self.server.limits
+        if self._requests and not self._h11.trailing_data[0]:
+            # a kept-alive connection: the next request may take its time to begin
+            self._deadline = time.monotonic() + limits.idle_timeout_seconds
+            first = self._receive()
+            self._h11.receive_data(first)
+            if not first:
+                return False
+        self._deadline = time.monotonic() + limits.header_timeout_seconds
+        event = self._next_event()
+        if isinstance(event, h11.ConnectionClosed):
+            return False
+        if not isinstance(event, h11.Request):
+            raise h11.RemoteProtocolError(f"expected a request, got {type(event).__name__}", error_status_hint=400)
+        if not self.server.serving(self.connection):
+            raise _Evicted
+        self._requests += 1
+        self._deadline = time.monotonic() + limits.body_timeout_seconds
+        self.command = event.method.decode("ascii")
+        self.path = event.target.decode("latin-1")
+        self.request_version = "HTTP/" + event.http_version.decode("ascii")
+        self.headers = Headers(list(event.headers))
+        self._responded = False
+        if self.headers.get("transfer-encoding") is None and self.headers.get("content-length") in (None, "0"):
+            self._next_event()  # no body: h11's EndOfMessage, at once (nothing is read)
+        log.debug("%s %s %s", self.client_address[0], self.command, self.path)
+        if self.headers.get("transfer-encoding") is not None:  # framing first, then the token
+            self.close_connection = True
+            self.send_error_json(HTTPStatus.LENGTH_REQUIRED, "INVALID_REQUEST", "Content-Length is required")
+            return True
+        method = getattr(self, f"do_{self.command}", None)
+        if method is None:
+            self.close_connection = True
+            self.send_error_json(HTTPStatus.NOT_IMPLEMENTED, "INVALID_REQUEST", f"method {self.command} is not served")
+            return True
+        method()
+        if not self._responded:
+            self.send_error_json(HTTPStatus.INTERNAL_SERVER_ERROR, "INTERNAL", "the handler sent no response")
+        return True
+
+    def _receive(self) -> bytes:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the client missed its deadline")
+        self.connection.settimeout(left)
+        return self.connection.recv(RECEIVE_BYTES)
+
+    def _next_event(self) -> Any:
+        while True:
+            event = self._h11.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            self._h11.receive_data(self._receive())
+
+    def _send(self, data: bytes) -> None:
+        """One write per call, within the body deadline."""
+        if data:
+            self.connection.settimeout(self.server.limits.body_timeout_seconds)
+            self.connection.sendall(data)
+
+    def _drain(self) -> None:
         """Read a refused body (up to a bound, within the body deadline) so the client sees the answer, not a reset."""
-        left = self._body_left if self._body_left <= DISCARD_LIMIT_FACTOR * self.server.limits.max_body_bytes else 0
-        self._body_left = 0
+        if self._h11.their_state is not h11.SEND_BODY:
+            return
+        left = DISCARD_LIMIT_FACTOR * self.server.limits.max_body_bytes
+        self._deadline = time.monotonic() + self.server.limits.body_timeout_seconds
         try:
             while left > 0:
-                chunk = self._buffered.read1(min(left, 65536))
+                chunk = self._receive()
                 if not chunk:
                     return
                 left -= len(chunk)
         except OSError:
             return
 
-    def parse_request(self) -> bool:
-        parsed = super().parse_request()  # reads the headers
-        if parsed and not self.server.serving(self.connection):
-            self.close_connection = True  # evicted while its headers came in: not served
-            return False
-        self._reader.deadline = time.monotonic() + self.server.limits.body_timeout_seconds
-        declared = self.headers.get("Content-Length", "") if parsed else ""
-        self._body_left = int(declared) if declared.isdigit() else 0
-        return parsed
-
-    def end_headers(self) -> None:
-        """Writing the response gets a body deadline of its own."""
-        self.connection.settimeout(self.server.limits.body_timeout_seconds)
-        super().end_headers()
+    def _framing_error(self, exc: h11.RemoteProtocolError) -> None:
+        """The JSON envelope for a request h11 refused, written by hand: the parser is in its error state."""
+        status = HTTPStatus(exc.error_status_hint if 400 <= exc.error_status_hint < 600 else 400)
+        body = json.dumps({"error": {"code": "INVALID_REQUEST", "message": f"malformed request: {exc}"}}).encode()
+        head = (
+            f"HTTP/1.1 {status.value} {status.phrase}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\nServer: {self.server_version}\r\n\r\n"
+        ).encode("latin-1")
+        with contextlib.suppress(OSError):
+            self._send(head + body)
 
     # -- the token rule -----------------------------------------------------------------------
 
@@ -266,7 +335,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if not security.needs_token(path):
             return True
-        if self.authenticator.identify(self.headers.get("Authorization")) is not None:
+        if self.authenticator.identify(self.headers.get("authorization")) is not None:
             return True
         self.send_error_json(HTTPStatus.UNAUTHORIZED, "UNAUTHORIZED", "missing or invalid bearer token", bearer=True)
         return False
@@ -275,8 +344,8 @@ class HardenedHandler(BaseHTTPRequestHandler):
 
     def read_body(self) -> bytes | None:
         """The declared body, or None after answering 411/413 (an oversized body is not read)."""
-        declared = self.headers.get("Content-Length", "")
-        if self.headers.get("Transfer-Encoding") or not declared.isdigit():
+        declared = self.headers.get("content-length")
+        if declared is None:
             self.close_connection = True
             self.send_error_json(HTTPStatus.LENGTH_REQUIRED, "INVALID_REQUEST", "Content-Length is required")
             return None
@@ -287,9 +356,28 @@ class HardenedHandler(BaseHTTPRequestHandler):
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "PAYLOAD_TOO_LARGE", f"request body over {limit} bytes"
             )
             return None
-        body = self.rfile.read(int(declared))
-        self._body_left = 0
-        return body
+        return self.body()
+
+    def body(self) -> bytes:
+        """Read the whole body (h11 holds it to its Content-Length); `100 Continue` first when asked.
+
+        While it trickles in, the connection is evictable like one waiting for its headers."""
+        if self._h11.they_are_waiting_for_100_continue:
+            self._send(self._h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+        chunks: list[bytes] = []
+        self.server.waiting(self.connection)
+        try:
+            while True:
+                event = self._next_event()
+                if isinstance(event, h11.Data):
+                    chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    return b"".join(chunks)
+                else:
+                    raise h11.RemoteProtocolError("the body ended early", error_status_hint=400)
+        finally:
+            if not self.server.serving(self.connection):
+                self.close_connection = True  # evicted while the body came in
 
     # -- answers ------------------------------------------------------------------------------
 
@@ -300,16 +388,34 @@ class HardenedHandler(BaseHTTPRequestHandler):
     def send_body(
         self, status: HTTPStatus, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
     ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
+        """The whole answer in one write."""
+        pairs = [("Content-Type", content_type), ("Content-Length", str(len(body))), *(headers or {}).items()]
+        head = self.start_response(int(status), pairs, send=False)
+        data = b"" if self.command == "HEAD" else self._h11.send(h11.Data(data=body))
+        self._send(head + data + self._h11.send(h11.EndOfMessage()))
+
+    def start_response(self, status: int, headers: list[tuple[str, str]], *, send: bool = True) -> bytes:
+        """The status line and headers (sent unless `send` is False, then returned). A body left unread
+        closes the connection: it must never be parsed as the next request."""
+        if self._h11.their_state is not h11.DONE:
+            self.close_connection = True
+        pairs = [(k, v) for k, v in headers if k.lower() not in ("connection", "server")]
+        pairs.append(("Server", self.server_version))
         if self.close_connection:
-            self.send_header("Connection", "close")
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+            pairs.append(("Connection", "close"))
+        self._responded = True
+        head = self._h11.send(h11.Response(status_code=status, headers=pairs))
+        if send:
+            self._send(head)
+            return b""
+        return head
+
+    def write(self, body: bytes) -> None:
+        if body and self.command != "HEAD":
+            self._send(self._h11.send(h11.Data(data=body)))
+
+    def end_response(self) -> None:
+        self._send(self._h11.send(h11.EndOfMessage()))
 
 
 # -- ASGI ----------------------------------------------------------------------------------------
@@ -341,10 +447,6 @@ class AsgiHandler(HardenedHandler):
 
     def _dispatch(self) -> None:
         if not self.authorized():
-            return
-        if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            self.send_error_json(HTTPStatus.LENGTH_REQUIRED, "INVALID_REQUEST", "Content-Length is required")
             return
         outbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         loop = self.asgi.loop
@@ -401,10 +503,10 @@ class AsgiHandler(HardenedHandler):
 
     def _deliver_body(self, loop: asyncio.AbstractEventLoop, wanted: asyncio.Future[bytes]) -> None:
         try:
-            if self._body_left > self.server.limits.max_body_bytes:
+            declared = int(self.headers.get("content-length") or 0)
+            if declared > self.server.limits.max_body_bytes:
                 raise security.BodyTooLargeError(self.server.limits.max_body_bytes)
-            body = self.rfile.read(self._body_left) if self._body_left else b""
-            self._body_left = 0
+            body = self.body()
         except Exception as exc:  # a missed deadline or a reset: the application sees it and ends
             self.close_connection = True
             loop.call_soon_threadsafe(_settle, wanted, None, exc)
@@ -459,29 +561,26 @@ class _Response:
                 self._head()
         elif message["type"] == "http.response.body":
             body = bytes(message.get("body", b""))
+            last = not message.get("more_body", False)
             if self._streaming:
                 self._write(body)
+                if last:
+                    self.handler.end_response()
             else:
                 self._buffered.append(body)
-                if not message.get("more_body", False):
+                if last:
                     whole = b"".join(self._buffered)
                     self._headers.append(("Content-Length", str(len(whole))))
                     self._head()
                     self._write(whole)
+                    self.handler.end_response()
 
     def _head(self) -> None:
-        handler = self.handler
-        handler.send_response(self._status)
-        for name, value in self._headers:
-            handler.send_header(name, value)
-        if handler.close_connection:
-            handler.send_header("Connection", "close")
-        handler.end_headers()
+        self.handler.start_response(self._status, self._headers)
         self.started = True
 
     def _write(self, body: bytes) -> None:
-        if body and self.handler.command != "HEAD":
-            self.handler.wfile.write(body)
+        self.handler.write(body)
 
 
 def asgi_server(
