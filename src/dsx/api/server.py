@@ -78,6 +78,8 @@ _BUSY_RESPONSE = (
 
 EVICTION_WAIT_SECONDS = 0.5
 """How long a newcomer waits for the slot of the connection it evicted (its thread ends at once)."""
+DRAIN_SECONDS = 10.0
+"""On stop (SIGTERM), how long answers in flight may take to finish (under the kubelet's 30 s grace)."""
 HEADER_BLOCK_BYTES = 32 * 1024
 """The request line and headers together (h11's `max_incomplete_event_size`): beyond it, 431 and close."""
 RECEIVE_BYTES = 65536
@@ -100,6 +102,10 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
         """Connections waiting for a request's headers (new or kept alive) or trickling a body, oldest first:
         evictable."""
         self._waiting_lock = threading.Lock()
+        self._active = 0
+        self._active_changed = threading.Condition()
+        self.draining = False
+        """Set by `stop`: answers in flight finish, with `Connection: close`; nothing new is read."""
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -115,11 +121,16 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        with self._active_changed:
+            self._active += 1
         try:
             super().process_request_thread(request, client_address)  # type: ignore[misc]
         finally:
             self.serving(request)
             self._slots.release()
+            with self._active_changed:
+                self._active -= 1
+                self._active_changed.notify_all()
 
     def waiting(self, request: socket.socket) -> None:
         """The connection waits for the client (headers, or a body): it may be evicted for a newcomer."""
@@ -168,9 +179,23 @@ class HardenedHTTPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
         thread.start()
         return thread
 
-    def stop(self) -> None:
+    def stop(self, *, drain_seconds: float = DRAIN_SECONDS) -> int:
+        """Stop accepting, close the connections that only wait, let answers in flight finish within
+        `drain_seconds`; returns how many connections were still open at the bound (then abandoned)."""
+        self.draining = True
         self.shutdown()
         self.server_close()
+        with self._waiting_lock:
+            idle = list(self._waiting.values())
+            self._waiting.clear()
+        for connection in idle:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + drain_seconds
+        with self._active_changed:
+            while self._active and time.monotonic() < deadline:
+                self._active_changed.wait(max(0.0, deadline - time.monotonic()))
+            return self._active
 
 
 class Headers:
@@ -235,7 +260,8 @@ class HardenedHandler(socketserver.BaseRequestHandler):
                 return
             except (TimeoutError, OSError):
                 return
-            if self.close_connection or self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
+            done = self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE
+            if self.close_connection or not done or self.server.draining:
                 self._drain()
                 return
             self._h11.start_next_cycle()
@@ -397,7 +423,7 @@ class HardenedHandler(socketserver.BaseRequestHandler):
     def start_response(self, status: int, headers: list[tuple[str, str]], *, send: bool = True) -> bytes:
         """The status line and headers (sent unless `send` is False, then returned). A body left unread
         closes the connection: it must never be parsed as the next request."""
-        if self._h11.their_state is not h11.DONE:
+        if self._h11.their_state is not h11.DONE or self.server.draining:
             self.close_connection = True
         pairs = [(k, v) for k, v in headers if k.lower() not in ("connection", "server")]
         pairs.append(("Server", self.server_version))

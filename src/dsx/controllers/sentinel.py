@@ -82,6 +82,12 @@ def default_owner() -> str:
     return f"dsx-sentinel@{socket.gethostname()}"
 
 
+READINESS_INTERVAL_SECONDS = 2.0
+"""How often the readiness loop asks the store and the API."""
+READINESS_STALE_SECONDS = 10.0
+"""A readiness check that has not come back for this long makes /readyz say so (503)."""
+
+
 @dataclass(frozen=True)
 class SentinelOptions:
     policy: SentinelPolicy
@@ -138,6 +144,8 @@ class SentinelRuntime:
         self._fleet_size = 0
         self._hours = goodput.GpuHours()
         self._started = False
+        self._dependencies: tuple[str | None, float] | None = None
+        """The last check of the store and the API: (None or what failed, when it ended, monotonic)."""
         self.http: http.SentinelHttpServer | None = None
         self.runners: list[stages.StageRunner] = []
         self.quarantine: quarantine.QuarantineHandler | None = None
@@ -252,6 +260,11 @@ class SentinelRuntime:
     def start(self) -> None:
         self.options.state_dir.mkdir(parents=True, exist_ok=True)
         self._build()
+        self._refresh_readiness()
+        self._spawn(
+            "readiness",
+            self._poll_loop(self._refresh_readiness, READINESS_INTERVAL_SECONDS, always_wait=True, name="readiness"),
+        )
         self.http = http.SentinelHttpServer(
             http.Routes(
                 ready=self.ready,
@@ -506,19 +519,37 @@ class SentinelRuntime:
     # -- endpoints ------------------------------------------------------------------------------
 
     def ready(self) -> str | None:
+        """Answered from state the loops keep, so a probe never waits on the store or the apiserver
+        (kubelet gives up after 1 s): their last check comes from the readiness loop, and one that has
+        not come back for `READINESS_STALE_SECONDS` is itself the reason."""
         if not self._started:
             return "starting"
-        try:
-            self.store.last_sequence()
-        except errors.DsxError as exc:
-            return f"event store: {exc}"
-        if not self.client.ready():
-            return "the Kubernetes API is not ready"
+        if self._dependencies is None:
+            self._refresh_readiness()
+        assert self._dependencies is not None
+        why, checked = self._dependencies
+        late = time.monotonic() - checked
+        if late > READINESS_STALE_SECONDS:
+            return f"the event store or the Kubernetes API has not answered for {late:.0f} s"
+        if why is not None:
+            return why
         dead = [t.name for t in self._threads if not t.is_alive()]
         if dead:
             return f"stopped: {', '.join(dead)}"
         failing = self.loops.failing()
         return "failing: " + "; ".join(f"{loop}: {error}" for loop, error in failing.items()) if failing else None
+
+    def _refresh_readiness(self) -> None:
+        """Ask the store and the API (the readiness loop's step; it may block while they hang)."""
+        why: str | None = None
+        try:
+            self.store.last_sequence()
+        except errors.DsxError as exc:
+            why = f"event store: {exc}"
+        else:
+            if not self.client.ready():
+                why = "the Kubernetes API is not ready"
+        self._dependencies = (why, time.monotonic())
 
     def status(self) -> dict[str, Any]:
         return pipeline_status.document(self.store, self.breaker)

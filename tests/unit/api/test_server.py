@@ -285,3 +285,44 @@ def test_dsx_serve_runs_the_api_on_this_server_and_stops_on_sigterm() -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_stop_lets_answers_in_flight_finish_and_closes_the_idle() -> None:
+    """SIGTERM drains (issue 28): a request already in its handler is answered; an idle
+    kept-alive connection is closed at once; nothing new is accepted."""
+    authenticator = security.TokenAuthenticator(frozenset({security._digest(TOKEN)}))
+    stored: list[int] = []
+
+    def slow_status() -> dict[str, int]:
+        time.sleep(1.0)
+        stored.append(1)
+        return {"nodes": 0}
+
+    routes = sentinel_http.Routes(
+        ready=lambda: None, metrics=lambda: b"", status=slow_status, ingest=lambda _: {}, authenticator=authenticator
+    )
+    running = sentinel_http.SentinelHttpServer(routes, port=0)
+    running.start()
+    port = running.port
+    idle = connect(port)
+    idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: dsx\r\n\r\n")
+    assert idle.recv(65536).startswith(b"HTTP/1.1 200")
+    answers: list[int] = []
+
+    def post() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", "/v1/status", headers={"Authorization": f"Bearer {TOKEN}"})
+        answers.append(connection.getresponse().status)
+
+    sender = threading.Thread(target=post)
+    sender.start()
+    time.sleep(0.3)  # the POST is in the handler
+    began = time.monotonic()
+    left = running._server.stop(drain_seconds=5)
+    sender.join(5)
+    assert left == 0 and answers == [200] and stored == [1]
+    assert time.monotonic() - began < 3
+    assert idle.recv(65536) == b""  # the idle connection was closed
+    idle.close()
+    with pytest.raises(OSError):
+        connect(port).sendall(b"GET /healthz HTTP/1.1\r\nHost: dsx\r\n\r\n")

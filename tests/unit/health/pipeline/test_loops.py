@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -70,9 +71,30 @@ def test_a_failing_loop_shows_in_readyz_until_it_recovers() -> None:
     runtime._started, runtime._threads = True, []
     runtime.store = type("Store", (), {"last_sequence": lambda self: 0})()
     runtime.client = type("Client", (), {"ready": lambda self: True})()
+    runtime._refresh_readiness()  # what the readiness loop does every 2 s
     assert runtime.ready() is None
     runtime.loops.failed("node watch", ValueError("no such field: spec"))
     assert runtime.ready() == "failing: node watch: ValueError: no such field: spec"
     assert sample(runtime, "dsx_sentinel_loop_failing", "node watch") == 1
     runtime.loops.ok("node watch")
     assert runtime.ready() is None
+
+
+def test_readyz_answers_from_the_last_check_and_says_when_it_is_late() -> None:
+    """Issue 28: a hung apiserver or store never holds a probe; a check that does not come back is the reason."""
+    runtime = runtime_parts()
+    runtime._started, runtime._threads = True, []
+
+    class Hanging:
+        def last_sequence(self) -> int:
+            raise AssertionError("a probe must not wait on the store")
+
+    runtime.store = Hanging()  # type: ignore[assignment]
+    runtime._dependencies = (None, time.monotonic())
+    started = time.monotonic()
+    assert runtime.ready() is None
+    assert time.monotonic() - started < 0.1
+    runtime._dependencies = (None, time.monotonic() - 30)  # the readiness loop is stuck in a call
+    assert runtime.ready() == "the event store or the Kubernetes API has not answered for 30 s"
+    runtime._dependencies = ("event store: unreachable", time.monotonic())
+    assert runtime.ready() == "event store: unreachable"
