@@ -16,7 +16,6 @@ settings.load_profile("dsx")
 pytest_plugins = ["fixtures.sim_cluster", "fixtures.postgres_server", "fixtures.helm"]
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 TESTDATA = Path(__file__).resolve().parent / "data"
 
 

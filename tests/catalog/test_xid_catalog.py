@@ -1,5 +1,5 @@
 """Area of concern: dsx's Xid catalog (dsx/catalog/xid) is NVIDIA's workbook, both ways: every row
-of the workbook's TSV exports (../shared/reference/nvidia-xid-catalog) is in the catalog with the
+of the workbook's TSV exports (tests/data/xid/workbook) is in the catalog with the
 same facts and nothing else is; every bucket is mapped to an action and every mapping is used;
 and the judgement dsx adds (bucket actions, annotations, lost-GPU messages) keeps its invariants."""
 
@@ -18,7 +18,7 @@ from dsx.health import xid
 from dsx.model.health import RecommendedAction
 
 REPO = Path(__file__).resolve().parents[2]
-WORKBOOK = REPO.parent / "shared" / "reference" / "nvidia-xid-catalog"
+WORKBOOK = REPO / "tests" / "data" / "xid" / "workbook"
 FACTS = REPO / "tests" / "data" / "xid" / "catalog.md"
 README = xid.CATALOG_DIR / "README.md"
 CATALOG = xid.default_catalog()

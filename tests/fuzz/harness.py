@@ -6,7 +6,7 @@ per kind fit in minutes. A few readers have no command of their own (overlays, c
 files, nvidia-smi and dcgmi reports); those are called directly and their exceptions mapped
 to exit codes the way `main` maps them.
 
-Cases come from Hypothesis strategies: the real samples (tests/data, ../shared/samples, the
+Cases come from Hypothesis strategies: the real samples (tests/data, copied from the team collection, the
 shipped catalog) mutated as trees (a field replaced by any JSON value or a schema word, deleted,
 added, a list item repeated), as text (YAML specials spliced in, bytes cut), or documents drawn
 from scratch with the sample's own keys; logs are mutated line by line (dropped, repeated,
@@ -41,7 +41,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
 DATA = REPO / "tests" / "data"
 CATALOG = REPO / "src" / "dsx" / "catalog"
 SEEDS = Path(__file__).resolve().parent / "seeds"
@@ -180,33 +179,33 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "kernel-log",
-            _files(f"{SHARED}/samples/xid:kernel-lines.txt", f"{DATA}/health/kernel_log:kern.log", f"{DATA}/sim:*.txt"),
+            _files(f"{DATA}/xid:kernel-lines.txt", f"{DATA}/health/kernel_log:kern.log", f"{DATA}/sim:*.txt"),
             ".log",
             False,
             argv=(("sentinel", "parse", "{file}", *_JSON_OUT),),
         ),
         Target(
             "nccl-tests",
-            _files(f"{SHARED}/samples/nccl:*.log", f"{DATA}/nccl:*.log"),
+            _files(f"{DATA}/nccl:*.log"),
             ".log",
             False,
             argv=(("certify", "parse", "nccl", "{file}", *_JSON_OUT),),
         ),
         Target(
             "training-log",
-            _files(f"{SHARED}/samples/training:*.log", f"{DATA}/training:*.log", f"{DATA}/certify:dsx-train-*.log"),
+            _files(f"{DATA}/training:*.log", f"{DATA}/certify:dsx-train-*.log"),
             ".log",
             False,
             argv=(("certify", "parse", "training", "{file}", *_JSON_OUT),),
         ),
         Target(
             "nvidia-smi",
-            _files(f"{SHARED}/samples/nvidia-smi:*.txt", f"{DATA}/nvidia-smi:*"),
+            _files(f"{DATA}/nvidia-smi:*"),
             ".txt",
             False,
             call=_smi,
         ),
-        Target("dcgm", _files(f"{SHARED}/samples/dcgm:*.txt", f"{DATA}/dcgm:*.txt"), ".txt", False, call=_dcgm),
+        Target("dcgm", _files(f"{DATA}/dcgm:*.txt"), ".txt", False, call=_dcgm),
     )
 }
 

@@ -17,7 +17,7 @@ from dsx.cli.sentinel_parse_cmd import parse
 from dsx.health import xid
 
 REPO = Path(__file__).resolve().parents[4]
-WORKBOOK = REPO.parent / "shared" / "reference" / "nvidia-xid-catalog"
+WORKBOOK = REPO / "tests" / "data" / "xid" / "workbook"
 CATALOG = xid.default_catalog()
 BANNERS = {
     xid.Layout.V1: "[ 4.100000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.124.06  Wed Feb 26 2025",
