@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, MutableMapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, ClassVar
@@ -53,6 +53,7 @@ from urllib.parse import unquote
 import h11
 
 from dsx.api import security
+from dsx.errors import DeadlineExceededError, UnavailableError
 
 log = logging.getLogger("dsx.http")
 
@@ -452,18 +453,79 @@ AsgiApp = Callable[
 ]
 
 
+LIFESPAN_SECONDS = 10.0
+"""How long the application's lifespan startup (and again its shutdown) may take."""
+
+
 class AsgiLoop:
-    """The event loop the application runs on, in a thread of its own."""
+    """The event loop the application runs on, in a thread of its own, with the ASGI lifespan
+    protocol around it: `startup` before the first request is served, `shutdown` after the last
+    one drained. An application that does not speak lifespan (it raises before answering the
+    startup message) is served without it, as uvicorn's `lifespan="auto"` does."""
 
     def __init__(self, app: AsgiApp) -> None:
         self.app = app
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="asgi-loop", daemon=True)
         self._thread.start()
+        self._lifespan: asyncio.Queue[Message] | None = None
+        self._answers: asyncio.Queue[Message] | None = None
+        self.lifespan_supported = False
 
-    def close(self) -> None:
+    def _call(self, work: Coroutine[Any, Any, Any], timeout_seconds: float) -> Any:
+        try:
+            return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout_seconds)
+        except TimeoutError as exc:
+            raise DeadlineExceededError(f"the application's lifespan took over {timeout_seconds:g} s") from exc
+
+    def startup(self, *, timeout_seconds: float = LIFESPAN_SECONDS) -> None:
+        """Run the application's startup; its failure is an `UnavailableError` naming its message."""
+        self._call(self._start_lifespan(), timeout_seconds)
+        answer = self._call(self._answer(), timeout_seconds)
+        if answer is None:
+            return
+        self.lifespan_supported = True
+        if answer["type"] == "lifespan.startup.failed":
+            told = str(answer.get("message") or "").strip()
+            last = told.splitlines()[-1] if told else "no message"  # Starlette sends the whole traceback
+            raise UnavailableError(f"the application failed to start: {last}", details={"message": told})
+
+    def close(self, *, timeout_seconds: float = LIFESPAN_SECONDS) -> None:
+        """Run the application's shutdown (when it speaks lifespan), then stop the loop."""
+        if self.lifespan_supported and self._lifespan is not None:
+            with contextlib.suppress(Exception):
+                self._call(self._lifespan.put({"type": "lifespan.shutdown"}), timeout_seconds)
+                answer = self._call(self._answer(), timeout_seconds)
+                if answer is not None and answer["type"] == "lifespan.shutdown.failed":
+                    log.warning("the application failed to shut down: %s", answer.get("message") or "no message")
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
+
+    async def _start_lifespan(self) -> None:
+        self._lifespan, self._answers = asyncio.Queue(), asyncio.Queue()
+        incoming, answers = self._lifespan, self._answers
+        await incoming.put({"type": "lifespan.startup"})
+
+        async def send(message: Message) -> None:
+            await answers.put(message)
+
+        async def run() -> None:
+            scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
+            try:
+                await self.app(scope, incoming.get, send)
+            except Exception:  # an application without lifespan raises on the scope type
+                if not self.lifespan_supported:
+                    log.debug("the application does not speak ASGI lifespan", exc_info=True)
+                else:
+                    log.warning("the application's lifespan raised", exc_info=True)
+            await answers.put({"type": "lifespan.ended"})
+
+        self.loop.create_task(run())
+
+    async def _answer(self) -> Message | None:
+        assert self._answers is not None
+        answer = await self._answers.get()
+        return None if answer["type"] == "lifespan.ended" else answer
 
 
 class AsgiHandler(HardenedHandler):
@@ -619,6 +681,7 @@ def asgi_server(
 ) -> tuple[HardenedHTTPServer, AsgiLoop]:
     """A bound server for `app` (not serving yet) and the loop it runs on."""
     running = AsgiLoop(app)
+    running.startup()
     handler = type("AsgiRequestHandler", (AsgiHandler,), {"asgi": running, "authenticator": authenticator})
     return HardenedHTTPServer((host, port), handler, limits), running
 
