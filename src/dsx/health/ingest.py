@@ -4,14 +4,20 @@ One parser for every ingestion door: a body is one HealthEvent object, a list of
 `{"events": [...]}`. Every event is validated by `HealthEvent.from_dict` (unknown fields,
 missing fields and a mismatched idempotency key are refused, naming the item), and a batch
 is all-or-nothing: one bad event rejects the request, so a monitor never half-delivers.
+Identifiers are held to what Kubernetes and the model allow (`_check_identifiers`) before anything
+is stored, so a hostile name never reaches the store, the log or a node annotation.
 Keys are camelCase; a monitor still sending the old snake_case keys (`is_fatal`) is served and
 warned about once per process and key, so the log names what to rename without flooding.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import logging
+import re
 import threading
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,9 +53,82 @@ def parse_document(document: Any, *, source: str = "request body") -> list[Healt
         raise BadInputError(f"{source}: no events")
     if len(items) > MAX_EVENTS_PER_REQUEST:
         raise PayloadTooLargeError(f"{source}: {len(items)} events; at most {MAX_EVENTS_PER_REQUEST} per request")
-    events = [HealthEvent.from_dict(item, source=f"{source}: events[{index}]") for index, item in enumerate(items)]
+    events = []
+    for index, item in enumerate(items):
+        where = f"{source}: events[{index}]"
+        event = HealthEvent.from_dict(item, source=where)
+        _check_identifiers(event, where)
+        events.append(event)
     _warn_old_keys(items, source)
     return events
+
+
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_ALLOWED_CONTROLS = frozenset("\t\n")
+
+
+def _check_identifiers(event: HealthEvent, where: str) -> None:
+    """Refuse what a monitor never sends and what would be carried on into the store, log lines,
+    node annotations and reports: a node name that is not a Kubernetes one, control and bidi
+    characters (U+202E turns a log line around), and strings or lists past the model's bounds."""
+    if len(event.node_name) > health.MAX_NODE_NAME_CHARS or not _DNS_SUBDOMAIN.fullmatch(event.node_name):
+        raise BadInputError(
+            f"{where}: nodeName {event.node_name[:80]!r}: must be a Kubernetes node name (a DNS-1123 subdomain:"
+            f" lower-case letters, digits, '-' and '.', at most {health.MAX_NODE_NAME_CHARS} characters)"
+        )
+    names = [("agent", event.agent), ("checkName", event.check_name)]
+    names.append(("customRecommendedAction", event.custom_recommended_action))
+    names += [(f"errorCodes[{i}]", code) for i, code in enumerate(event.error_codes)]
+    for i, entity in enumerate(event.entities):
+        names += [(f"entities[{i}].type", entity.type.value), (f"entities[{i}].value", entity.value)]
+    names += [(f"metadata key {key[:40]!r}", key) for key in event.metadata]
+    for field_name, value in names:
+        _check_text(where, field_name, value, health.MAX_NAME_CHARS, newlines=False)
+    _check_text(where, "message", event.message, health.MAX_MESSAGE_CHARS, newlines=True)
+    for key, value in event.metadata.items():
+        _check_text(where, f"metadata[{key!r}]", value, health.MAX_METADATA_VALUE_CHARS, newlines=True)
+    for field_name, count in (
+        ("errorCodes", len(event.error_codes)),
+        ("entities", len(event.entities)),
+        ("metadata", len(event.metadata)),
+    ):
+        if count > health.MAX_ITEMS:
+            raise BadInputError(f"{where}: {field_name}: {count} items; at most {health.MAX_ITEMS}")
+
+
+def _check_text(where: str, field_name: str, value: str, limit: int, *, newlines: bool) -> None:
+    if len(value) > limit:
+        raise BadInputError(f"{where}: {field_name}: {len(value)} characters; at most {limit}")
+    found = _refused_characters(newlines=newlines).search(value)
+    if found is not None:
+        raise BadInputError(
+            f"{where}: {field_name}: control or formatting character U+{ord(found.group()):04X} at {found.start()}"
+            " (bidi overrides, NUL and other control characters are refused)"
+        )
+
+
+@functools.cache
+def _refused_characters(*, newlines: bool) -> re.Pattern[str]:
+    """One character class of Unicode's control, format, surrogate and line/paragraph separator
+    code points (tab and newline allowed in free text): a regex scan, not a loop per character."""
+    allowed = _ALLOWED_CONTROLS if newlines else frozenset()
+    ranges: list[str] = []
+    start = previous = -2
+    for point in itertools.chain(range(0x20000), range(0xE0000, 0xE1000)):  # no such character elsewhere
+        char = chr(point)
+        if char in allowed or unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            continue
+        if point != previous + 1:
+            if start >= 0:
+                ranges.append(_range(start, previous))
+            start = point
+        previous = point
+    ranges.append(_range(start, previous))
+    return re.compile("[" + "".join(ranges) + "]")
+
+
+def _range(first: int, last: int) -> str:
+    return f"\\U{first:08x}" if first == last else f"\\U{first:08x}-\\U{last:08x}"
 
 
 def deprecation_headers(document: Any) -> dict[str, str] | None:

@@ -57,7 +57,7 @@ from typing import IO, Any, BinaryIO, Protocol
 from dsx import atomic
 from dsx.errors import BadInputError, UnavailableError
 from dsx.health import ingest, xid
-from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, ProcessingStrategy
+from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, ProcessingStrategy, bounded_message
 
 log = logging.getLogger("dsx.sentinel.monitor")
 
@@ -626,7 +626,7 @@ class KernelLogMonitor:
             generated_at=generated_at,
             is_fatal=record.is_fatal,
             is_healthy=False,
-            message=record.raw if record.lines > 1 else line.text,
+            message=bounded_message(record.raw if record.lines > 1 else line.text),
             recommended_action=record.recommended_action,
             error_codes=(record.error_code,),
             entities=tuple(entities),

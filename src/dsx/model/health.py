@@ -41,6 +41,26 @@ from dsx.errors import BadInputError, ConflictError, allowed_values_message
 from dsx.model import schema
 
 SCHEMA_VERSION = 1
+
+# What one event may carry, checked where events come in (dsx.health.ingest): the store, the
+# sentinel's log lines, Kubernetes annotations and reports carry these strings on.
+MAX_NODE_NAME_CHARS = 253
+"""A Kubernetes node name: a DNS-1123 subdomain."""
+MAX_NAME_CHARS = 253
+"""agent, checkName, customRecommendedAction, an error code, an entity's type and value, a metadata key."""
+MAX_MESSAGE_CHARS = 64 * 1024
+"""The longest kernel-log line the monitor reads; a longer message is cut by `bounded_message`."""
+MAX_METADATA_VALUE_CHARS = 4096
+MAX_ITEMS = 64
+"""Error codes, entities and metadata keys per event."""
+
+
+def bounded_message(text: str) -> str:
+    """`text` cut to `MAX_MESSAGE_CHARS`, saying how much was cut (a monitor's messages never exceed the bound)."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    marker = f" [cut: {len(text)} chars]"
+    return text[: MAX_MESSAGE_CHARS - len(marker)] + marker
 """Version of the HealthEvent record; bump when a field changes meaning or becomes required."""
 
 
