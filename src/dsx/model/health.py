@@ -61,6 +61,8 @@ def bounded_message(text: str) -> str:
         return text
     marker = f" [cut: {len(text)} chars]"
     return text[: MAX_MESSAGE_CHARS - len(marker)] + marker
+
+
 """Version of the HealthEvent record; bump when a field changes meaning or becomes required."""
 
 
