@@ -418,6 +418,7 @@ class SentinelRuntime:
         created = 0
         behind = False
         for monitor in self.kernel_monitors:
+            folded = monitor.repeats_suppressed
             try:
                 created += monitor_source.pump(monitor, self.store)
             except Exception as exc:  # one node's log must not stop the others
@@ -425,6 +426,8 @@ class SentinelRuntime:
             else:
                 self.loops.ok(f"kernel-log {monitor.node_name}")
                 behind = behind or monitor.behind
+            finally:
+                self.telemetry.kernel_log_repeats.inc(monitor.repeats_suppressed - folded)
         if created:
             self.telemetry.events_ingested.labels("kernel-log").inc(created)
             self.waker.poke()

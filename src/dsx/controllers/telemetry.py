@@ -6,6 +6,7 @@ follow Prometheus naming (base units such as seconds, `_total` on counters), whi
 tests/unit/health/pipeline/test_metric_names.py holds:
 
 - `events_ingested_total{source}`        events newly stored, by door (kernel-log, kube, http, …)
+- `kernel_log_repeats_total`              kernel-log lines folded into an earlier event of their burst
 - `actions_total{stage,action}`           every change made (or, in dry run, planned)
 - `breaker_tripped` / `breaker_trips_total`  circuit breaker state and trips
 - `stage_lag_events{stage}`              stored events a stage has not finished yet
@@ -43,6 +44,9 @@ class SentinelTelemetry:
         self.registry = CollectorRegistry()
         r = self.registry
         self.events_ingested = Counter("dsx_sentinel_events_ingested", "Events newly stored", ["source"], registry=r)
+        self.kernel_log_repeats = Counter(
+            "dsx_sentinel_kernel_log_repeats", "Kernel-log lines folded into an earlier event of a burst", registry=r
+        )
         self.actions = Counter(
             "dsx_sentinel_actions", "Actions taken (or planned in dry run)", ["stage", "action"], registry=r
         )

@@ -28,7 +28,9 @@ any input gives records or nothing, quickly.
 
 `BurstDeduplicator` admits the first record per (node, family, GPU, code) within a window and
 counts the repeats, so a storm of Xid 95 lines (NVSentinel saw 800k on one node) becomes one
-event per window; "fallen off the bus" and the Xid 79 before it share a key.
+event per window; "fallen off the bus" and the Xid 79 before it share a key. A fatal record's
+window is short (10 s): a node is released minutes after its first fault at the earliest, so
+the same fault after the repair is always a new event (a 300 s window once hid it).
 """
 
 from __future__ import annotations
@@ -1178,6 +1180,12 @@ def canonical_pci_address(text: str) -> str | None:
 # --- bursts --------------------------------------------------------------------------------------
 
 
+FATAL_WINDOW_SECONDS = 10.0
+"""How long repeats of a fatal record are folded into its event: short enough that a fault seen
+again after its node was repaired and released is stored and acted on (issue 29), long enough
+that a storm is a handful of events a minute per GPU and code."""
+
+
 @dataclass(frozen=True)
 class Admission:
     admitted: bool
@@ -1193,10 +1201,17 @@ class BurstDeduplicator:
     `max_keys` are held, so memory stays bounded on a node that logs every code.
     """
 
-    def __init__(self, window_seconds: float = 300.0, *, max_keys: int = 65536) -> None:
-        if window_seconds <= 0:
-            raise ValueError("window_seconds must be positive")
+    def __init__(
+        self,
+        window_seconds: float = 300.0,
+        *,
+        fatal_window_seconds: float = FATAL_WINDOW_SECONDS,
+        max_keys: int = 65536,
+    ) -> None:
+        if window_seconds <= 0 or fatal_window_seconds <= 0:
+            raise ValueError("window_seconds and fatal_window_seconds must be positive")
         self.window_seconds = window_seconds
+        self.fatal_window_seconds = min(fatal_window_seconds, window_seconds)
         self.max_keys = max_keys
         self._opened: dict[tuple[str, str, str, str], tuple[float, int]] = {}
 
@@ -1208,7 +1223,8 @@ class BurstDeduplicator:
     def admit(self, node: str, record: XidRecord, at_seconds: float) -> Admission:
         key = self.key(node, record)
         opened = self._opened.get(key)
-        if opened is not None and at_seconds - opened[0] < self.window_seconds:
+        window = self.fatal_window_seconds if record.is_fatal else self.window_seconds
+        if opened is not None and at_seconds - opened[0] < window:
             repeats = opened[1] + 1
             self._opened[key] = (opened[0], repeats)
             return Admission(False, repeats)

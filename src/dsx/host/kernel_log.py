@@ -36,7 +36,9 @@ driver version (which IntrInfo layout NVLink5 Xids use) from the NVRM banner, el
 version the monitor was given (configuration, else the node's labels). Its state (an open
 multi-line message, the banner's version) is committed with the position, so a message split
 across a restart is still joined, and a replayed batch starts from the same state. Its
-`BurstDeduplicator` turns a storm of one code on one GPU into one event per window.
+`BurstDeduplicator` turns a storm of one code on one GPU into one event per window (10 s for a
+fatal code, so a fault after the repair is a new event); the lines it folds in are counted
+(`repeats_suppressed`, the sentinel's `dsx_sentinel_kernel_log_repeats_total`).
 """
 
 from __future__ import annotations
@@ -504,6 +506,9 @@ class KernelLogMonitor:
         """True when the last poll stopped at its line or byte bound: more is waiting to be read."""
         self.unparsed = 0
         """Lines the parser raised on since start (each stored as an unparsed kernel line)."""
+        self.repeats_suppressed = 0
+        """Records folded into an earlier event of their burst since start: counted, not stored (a
+        count in the next event would change its content, and so its key, when a batch is replayed)."""
         self._state = self._state_file.load()
         try:
             self._lines.restore(self._state.get("reader"))
@@ -608,7 +613,9 @@ class KernelLogMonitor:
         if record is None:
             return None
         generated_at = line.timestamp or _aware(record.timestamp) or datetime.fromtimestamp(read_at, UTC)
-        if not self._dedup.admit(self.node_name, record, generated_at.timestamp()).admitted:
+        admission = self._dedup.admit(self.node_name, record, generated_at.timestamp())
+        if not admission.admitted:
+            self.repeats_suppressed += 1
             return None
         entities: list[Entity] = []
         if record.pci_bdf:

@@ -499,3 +499,49 @@ def test_a_replayed_batch_starts_from_the_committed_reader_state(tmp_path: Path)
     (after_crash,) = replay.poll()
     replay.close()
     assert after_crash.idempotency_key == before_crash.idempotency_key
+
+
+# -- bursts and recurrence (issue 29) -------------------------------------------------------------
+
+
+def xid79_at(second: int) -> str:
+    stamp = f"2026-12-02T10:{second // 60:02d}:{second % 60:02d}.000000+00:00"
+    return f"{stamp} n3 kernel: NVRM: Xid (PCI:0000:83:00): 79, GPU has fallen off the bus."
+
+
+def test_a_fatal_storm_is_a_few_events_and_every_line_is_counted(tmp_path: Path) -> None:
+    """60 lines of Xid 79 on one GPU in 60 s: one event per 10 s window (the rest counted), so the
+    store holds six events of one incident instead of one event hiding a fault for 300 s."""
+    log = tmp_path / "kern.log"
+    write(log, *(xid79_at(s) for s in range(60)))
+    monitor = monitor_for(log, tmp_path / "state.json")
+    events = monitor.poll()
+    monitor.close()
+    assert [e.generated_at.second for e in events] == [0, 10, 20, 30, 40, 50]
+    assert len(events) + monitor.repeats_suppressed == 60
+
+
+def test_the_same_fatal_fault_after_the_repair_is_a_new_event(tmp_path: Path) -> None:
+    """Released ~20 s after the first line (as on the sim), the node faults again 60 s later: the
+    line is stored, so quarantine acts on it; a non-fatal code keeps its 300 s window."""
+    log = tmp_path / "kern.log"
+    ecc = (
+        "2026-12-02T10:00:{:02d}.000000+00:00 n3 kernel: NVRM: Xid (PCI:0000:83:00): 92, High single-bit ECC error rate"
+    )
+    write(log, xid79_at(0), ecc.format(1), xid79_at(80), ecc.format(59))
+    monitor = monitor_for(log, tmp_path / "state.json")
+    events = monitor.poll()
+    monitor.close()
+    assert [(e.error_codes, e.generated_at.minute, e.generated_at.second) for e in events] == [
+        (("79",), 0, 0),
+        (("92",), 0, 1),
+        (("79",), 1, 20),
+    ]
+    assert monitor.repeats_suppressed == 1
+
+
+def test_the_fatal_window_is_never_longer_than_the_window() -> None:
+    dedup = xid.BurstDeduplicator(window_seconds=5, fatal_window_seconds=10)
+    assert dedup.fatal_window_seconds == 5
+    with pytest.raises(ValueError, match="positive"):
+        xid.BurstDeduplicator(fatal_window_seconds=0)

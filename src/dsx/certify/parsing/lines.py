@@ -13,6 +13,7 @@ that keeps the file's line number.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,9 +68,32 @@ def strip_prefixes(number: int, raw: str) -> LogLine:
     return LogLine(number, text, stream, kubelet_time)
 
 
+MAX_NUMBER_CHARS = 64
+"""The longest number a workload prints is ~25 characters; a longer one is not a figure."""
+MAX_COUNT_DIGITS = 18
+"""Counts (steps, ranks, sizes, pids) fit in 64 bits; Python refuses int() of 4,300+ digits anyway."""
+
+
 def parse_number(text: str) -> float:
-    """The value of a `NUMBER` match; thousands separators are dropped."""
-    return float(text.replace(",", ""))
+    """The value of a `NUMBER` match, finite, or ValueError; thousands separators are dropped.
+    The one reader of printed figures, so a 5,000-digit number or `1e2147483648` is a line that is
+    not read, never an overflow."""
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ValueError(f"not a figure: a number of {len(text)} characters")
+    value = float(text.replace(",", ""))
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {text!r}")
+    return value
+
+
+def parse_count(text: str) -> int:
+    """A printed whole number (`-?\\d+`, nccl-tests prints root -1) of at most `MAX_COUNT_DIGITS`
+    digits, or ValueError."""
+    written = text.strip()
+    digits = written.removeprefix("-")
+    if not digits.isascii() or not digits.isdigit() or len(digits) > MAX_COUNT_DIGITS:
+        raise ValueError(f"not a count: {text[:40]!r}")
+    return int(written)
 
 
 def parse_kubelet_time(text: str) -> datetime | None:

@@ -22,7 +22,6 @@ NVCRE's thresholds use; the in-place maximum is reported beside it.
 from __future__ import annotations
 
 import enum
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -292,7 +291,7 @@ _COLLECTIVE_NAMES = "|".join(sorted(COLLECTIVES, key=len, reverse=True))
 _BINARY = re.compile(rf"(?<![A-Za-z])({_COLLECTIVE_NAMES})_perf(?:_mpi)?\b")
 _DEVICE = re.compile(
     r"#\s+Rank\s+(?P<rank>\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
-    r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*?)\s*$"
+    r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"  # stripped in code: `.*?\s*$` is O(n²)
 )
 _OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(" + lines.NUMBER + r"|nan|-?inf)\s*(OK|FAILED)?", re.IGNORECASE)
@@ -441,30 +440,40 @@ class _Reader:
         table = self._table_for(line.stream, include_closed=True)
         oob = _OUT_OF_BOUNDS.search(text)
         if oob:
-            failed = oob.group(2) == "FAILED" or (oob.group(2) is None and int(oob.group(1)) > 0)
+            try:
+                count: int | None = lines.parse_count(oob.group(1))
+            except ValueError:
+                count = None  # more digits than any count: certainly not zero
+            failed = oob.group(2) == "FAILED" or (oob.group(2) is None and (count is None or count > 0))
             if table:
-                table.out_of_bounds = int(oob.group(1))
+                table.out_of_bounds = count
             if failed:
                 self._failure(line, FailureKind.OUT_OF_BOUNDS, table)
             return
         avg = _AVG.search(text)
         if avg:
             if table:
-                value = lines.parse_number(avg.group(1))
-                table.avg_busbw_gbps = value if math.isfinite(value) else None
+                try:
+                    table.avg_busbw_gbps = lines.parse_number(avg.group(1))
+                except ValueError:  # nan, inf, or a number no bandwidth is
+                    table.avg_busbw_gbps = None
                 table.closed = True
                 self.open.pop(line.stream, None)
             if avg.group(2) == "FAILED":
                 self._failure(line, FailureKind.BANDWIDTH_BELOW_MINIMUM, table)
 
     def _device(self, stream: str, match: re.Match[str]) -> None:
+        try:
+            rank, pid, index = (lines.parse_count(match[k]) for k in ("rank", "pid", "device"))
+        except ValueError:
+            return  # not a device line nccl-tests prints
         device = RankDevice(
-            rank=int(match["rank"]),
+            rank=rank,
             host=match["host"],
-            pid=int(match["pid"]),
-            device=int(match["device"]),
+            pid=pid,
+            device=index,
             bus_id=match["bus"],
-            name=match["name"],
+            name=match["name"].rstrip(),
         )
         self.devices.setdefault(stream, []).append(device)
 
@@ -504,8 +513,8 @@ def _parse_row(tokens: Sequence[str], columns: Sequence[str], line_number: int) 
         else:
             values[name] = token
     try:
-        size, count = int(values["size"]), int(values["count"])
-        root = int(values["root"]) if "root" in values else None
+        size, count = lines.parse_count(values["size"]), lines.parse_count(values["count"])
+        root = lines.parse_count(values["root"]) if "root" in values else None
         measured = [_measurement(p) for p in placements]
     except (KeyError, ValueError):
         return None
@@ -539,10 +548,7 @@ def _optional_float(text: str | None) -> float | None:
     """A column's value; None for `N/A`. Non-finite text (`inf`, `nan`) is not a result row."""
     if text is None or text == "N/A":
         return None
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"not a finite number: {text}")
-    return value
+    return lines.parse_number(text)
 
 
 def _infer_collective(rows: Sequence[ResultRow]) -> str | None:

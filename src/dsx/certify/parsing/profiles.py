@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -76,6 +77,8 @@ class Unit(enum.Enum):
 
     def to_base(self, text: str) -> float:
         """The printed value in the field's unit. Scaling is decimal, so 989.44 ms is 0.98944 s exactly."""
+        if len(text) > lines.MAX_NUMBER_CHARS:
+            raise ValueError(f"not a figure: a number of {len(text)} characters")
         if self is Unit.DURATION:
             seconds = 0.0
             for part in text.split(":"):
@@ -83,15 +86,19 @@ class Unit(enum.Enum):
             return seconds
         try:
             value = Decimal(text.replace(",", ""))
-        except InvalidOperation as exc:
-            raise ValueError(f"not a number: {text!r}") from exc
-        if not value.is_finite():
+            if not value.is_finite():
+                raise ValueError(f"not a finite number: {text!r}")
+            if self is Unit.ITERATIONS_PER_SECOND:
+                if value == 0:
+                    raise ValueError("a rate of 0 it/s has no step time")
+                result = float(1 / value)
+            else:
+                result = float(value * _SECONDS_PER_UNIT.get(self, Decimal(1)))
+        except (InvalidOperation, ArithmeticError) as exc:  # 1e2147483648: the context's exponent range
+            raise ValueError(f"not a number a log reports: {text!r}") from exc
+        if not math.isfinite(result):
             raise ValueError(f"not a finite number: {text!r}")
-        if self is Unit.ITERATIONS_PER_SECOND:
-            if value == 0:
-                raise ValueError("a rate of 0 it/s has no step time")
-            return float(1 / value)
-        return float(value * _SECONDS_PER_UNIT.get(self, Decimal(1)))
+        return result
 
 
 _SECONDS_PER_UNIT: dict[Unit, Decimal] = {

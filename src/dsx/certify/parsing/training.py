@@ -371,15 +371,19 @@ def read_step(profile: profiles.LogProfile, line: lines.LogLine) -> TrainingStep
                 except ValueError:
                     continue
                 break
-    printed = int(match.group("step"))
+    try:
+        printed = lines.parse_count(match.group("step"))
+        total_steps = lines.parse_count(total) if total else None
+    except ValueError:
+        return None  # a step number no run reaches: not a step line
     step, printed_step = printed, None
     global_step = values.get(profile.global_step_field) if profile.global_step_field else None
-    if global_step is not None and global_step >= 0 and global_step == int(global_step):
+    if global_step is not None and 0 <= global_step < 10**lines.MAX_COUNT_DIGITS and global_step.is_integer():
         step, printed_step = int(global_step), printed
     return TrainingStep(
         line_number=line.number,
         step=step,
-        total_steps=int(total) if total else None,
+        total_steps=total_steps,
         stream=line.stream,
         timestamp=line_time(profile, line),
         values=values,
@@ -404,12 +408,16 @@ def read_event(profile: profiles.LogProfile, line: lines.LogLine) -> LogEvent | 
             except ValueError:
                 duration = None
         step_text = groups.get("step")
+        try:
+            step = lines.parse_count(step_text) if step_text else None
+        except ValueError:
+            step = None
         return LogEvent(
             kind=pattern.kind,
             line_number=line.number,
             stream=line.stream,
             timestamp=timestamp or line_time(profile, line),
-            step=int(step_text) if step_text else None,
+            step=step,
             path=groups.get("path") or None,
             duration_seconds=duration,
         )
