@@ -46,21 +46,32 @@ DEFAULT_RATE_PER_SECOND = settings.API_RATE_PER_SECOND
 DEFAULT_BURST = settings.API_BURST
 
 
+MIN_TOKEN_CHARS = 16
+
+
 def load_tokens(token_file: str | None, env_var: str = "DSX_API_TOKENS") -> frozenset[str]:
     """Token digests from a file (one token a line, `#` comments) and/or an env var (comma-separated)."""
-    raw: list[str] = []
+    raw: list[tuple[str, str]] = []
+    """(where it was written, token): a refusal names the file and line, or the variable and item."""
     if token_file:
         path = Path(token_file)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise BadInputError(f"{path}: cannot read token file: {exc.strerror}") from exc
-        raw += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    raw += [t.strip() for t in os.environ.get(env_var, "").split(",") if t.strip()]
-    short = [t for t in raw if len(t) < 16]
-    if short:
-        raise BadInputError(f"API tokens must be at least 16 characters; {len(short)} too short")
-    return frozenset(_digest(t) for t in raw)
+        except UnicodeDecodeError as exc:
+            raise BadInputError(f"{path}: byte {exc.start}: not UTF-8; a token file is UTF-8 text") from exc
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                raw.append((f"{path}: line {number}", line.strip()))
+    items = [t.strip() for t in os.environ.get(env_var, "").split(",")]
+    raw += [(f"{env_var}: item {index}", token) for index, token in enumerate(items, start=1) if token]
+    for where, token in raw:
+        if len(token) < MIN_TOKEN_CHARS:
+            raise BadInputError(
+                f"{where}: a token of {len(token)} characters; tokens must be at least {MIN_TOKEN_CHARS}"
+            )
+    return frozenset(_digest(token) for _, token in raw)
 
 
 def _digest(token: str) -> str:

@@ -43,6 +43,7 @@ fatal code, so a fault after the repair is a new event); the lines it folds in a
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -175,6 +176,8 @@ class FileFollower:
         except FileNotFoundError:
             return None
         except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENOTDIR):  # no retry makes this a log file
+                raise BadInputError(f"{path}: not a log file: {exc.strerror}") from exc
             raise UnavailableError(f"{path}: cannot read: {exc.strerror}") from exc
         return _Open(handle, os.fstat(handle.fileno()).st_ino, 0, "", 0)
 

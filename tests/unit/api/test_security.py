@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,24 @@ def test_tokens_from_file_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_short_tokens_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DSX_API_TOKENS", "short")
-    with pytest.raises(BadInputError, match="at least 16"):
+    monkeypatch.setenv("DSX_API_TOKENS", "long-enough-token-0123, short")
+    with pytest.raises(BadInputError) as refused:
         security.load_tokens(None)
+    assert refused.value.message == "DSX_API_TOKENS: item 2: a token of 5 characters; tokens must be at least 16"
+
+
+def test_a_short_token_in_a_file_is_named_by_file_and_line(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# tokens\nfile-token-0123456789\n\nshort\n", encoding="utf-8")
+    with pytest.raises(BadInputError, match=rf"^{re.escape(str(tokens))}: line 4: a token of 5 characters"):
+        security.load_tokens(str(tokens))
+
+
+def test_a_token_file_that_is_not_utf8_is_bad_input(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_bytes(b"file-token-0123456789\n\xff\xfe-token-0123456789\n")
+    with pytest.raises(BadInputError, match=rf"^{re.escape(str(tokens))}: byte 22: not UTF-8"):
+        security.load_tokens(str(tokens))
 
 
 def test_bucket_allows_burst_then_asks_to_wait() -> None:

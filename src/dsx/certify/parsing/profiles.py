@@ -233,10 +233,9 @@ def load(name_or_path: str) -> LogProfile:
     """A shipped profile by name, or a profile file by path (anything ending in .yaml/.yml or with a /)."""
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         return load_file(Path(name_or_path))
-    path = directory() / f"{name_or_path}.yaml"
-    if not path.is_file():
-        raise NotFoundError(allowed_values_message("log profile", "name", name_or_path, names()))
-    return load_file(path)
+    if name_or_path not in names():  # a name is one of these, never a path to probe (a 5,000-character one)
+        raise NotFoundError(allowed_values_message("log profile", "name", name_or_path[:80], names()))
+    return load_file(directory() / f"{name_or_path}.yaml")
 
 
 def load_file(path: Path) -> LogProfile:

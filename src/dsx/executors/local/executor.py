@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -32,6 +33,8 @@ from dsx.certify import workload
 from dsx.certify.executor import Notice, Purpose, RunOutcome, WorkloadRun
 from dsx.errors import BadInputError, UnavailableError
 from dsx.model import certification as model
+
+log = logging.getLogger("dsx.executors.local")
 
 SLOW_FACTOR = 5.0
 """A slow node's link runs at 1/5 of the calibrated rate, below the local floor of 1/4 of it
@@ -187,6 +190,13 @@ class LocalExecutor:
         return self._server
 
 
+def _log_lines(stream: IO[bytes]) -> None:
+    for raw in stream:
+        text = raw.decode("utf-8", "replace").rstrip()
+        if text:
+            log.warning("local worker server: %s", text[:2000])
+
+
 class _ForkServer:
     """The `worker serve` process: start ranks by JSON request, track their exit codes."""
 
@@ -197,11 +207,15 @@ class _ForkServer:
                 [python, "-m", "dsx.executors.local.worker", "serve"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=env,
                 start_new_session=True,
             )
         except OSError as exc:
             raise UnavailableError(f"cannot start the local worker server: {exc.strerror}") from exc
+        assert self._process.stderr is not None
+        # whatever the server or torch prints becomes log records, so a JSON log stays one object a line
+        threading.Thread(target=_log_lines, args=(self._process.stderr,), name="worker-stderr", daemon=True).start()
         self._lock = threading.Condition()
         self._pids: dict[str, int] = {}
         self._exits: dict[str, int] = {}

@@ -470,8 +470,17 @@ def serve() -> int:
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # an optimizer's first use imports for seconds
     children: dict[int, str] = {}
     out = sys.stdout
-    out.write(json.dumps({"ready": True}) + "\n")
-    out.flush()
+
+    def say(message: dict[str, Any]) -> None:
+        try:
+            out.write(json.dumps(message) + "\n")
+            out.flush()
+        except (BrokenPipeError, ValueError):  # the executor went away (a stopped run): end quietly
+            for pid in children:
+                _kill(pid)
+            os._exit(0)
+
+    say({"ready": True})
     stdin = sys.stdin.fileno()
     buffer = b""
     open_input = True
@@ -490,18 +499,16 @@ def serve() -> int:
                     request = json.loads(line)
                     pid = _fork_rank(request)
                     children[pid] = request["id"]
-                    out.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
-                    out.flush()
+                    say({"id": request["id"], "pid": pid})
         while children:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
             ident = children.pop(pid, None)
             if ident is not None:
-                code = os.waitstatus_to_exitcode(status)
-                out.write(json.dumps({"id": ident, "exit": code}) + "\n")
-                out.flush()
-    out.flush()
+                say({"id": ident, "exit": os.waitstatus_to_exitcode(status)})
+    with contextlib.suppress(BrokenPipeError, ValueError):
+        out.flush()
     os._exit(0)  # tearing down an interpreter that imported torch takes seconds; nothing is left to clean
 
 
