@@ -54,6 +54,7 @@ def _fuzz_one(name: str, workdir: str) -> harness.Report:
 
 
 @pytest.mark.fuzz
+@pytest.mark.timeout(4 * 3600)  # 20,000 cases per kind take far longer than the suite's 300 s per test
 def test_fuzz_every_kind_and_parser(tmp_path: Path) -> None:
     names = sorted(harness.TARGETS, key=lambda n: (n not in SLOW, n))  # the slowest start first
     workers = int(os.environ.get("DSX_FUZZ_JOBS", str(os.cpu_count() or 1)))
