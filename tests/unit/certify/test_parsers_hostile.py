@@ -94,3 +94,9 @@ def test_the_one_number_reader_is_bounded() -> None:
     for text in ("9" * 19, "1.5", "", "١٢"):
         with pytest.raises(ValueError):
             lines.parse_count(text)
+
+
+def test_a_mean_of_finite_values_whose_sum_overflows_is_finite() -> None:
+    """Found by `make fuzz`: two step times of 1e308 s made fmean raise (exit 8)."""
+    statistic = training.Statistic.of([1e308, 1.5e308])
+    assert statistic is not None and statistic.mean == 1.25e308 and statistic.count == 2

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 import re
 import statistics
 from collections.abc import Iterable, Sequence
@@ -198,7 +199,11 @@ class Statistic:
     def of(cls, values: Sequence[float]) -> Statistic | None:
         if not values:
             return None
-        return cls(statistics.fmean(values), min(values), max(values), len(values))
+        try:
+            mean = statistics.fmean(values)
+        except OverflowError:  # finite values whose sum is not (a log printing 1e308 twice): scale first
+            mean = math.fsum(v / len(values) for v in values)
+        return cls(mean, min(values), max(values), len(values))
 
     def to_dict(self) -> dict[str, Any]:
         return {"mean": self.mean, "min": self.minimum, "max": self.maximum, "count": self.count}
