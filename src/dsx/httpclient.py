@@ -10,10 +10,12 @@ network is absent or the peer was too slow. Bodies are read up to `max_bytes`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import http.client
 import json
 import socket
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -87,6 +89,84 @@ def request(
         raise TransportError(url, f"no answer within {timeout_seconds:g} s", timed_out=True) from exc
     except (OSError, http.client.HTTPException) as exc:
         raise TransportError(url, f"connection failed: {exc!r}") from exc
+
+
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+"""What a kept-alive connection the peer has closed meanwhile raises on its next request."""
+
+
+class KeptConnection:
+    """Requests to one http(s) origin over one kept-alive connection, opened again when needed.
+
+    Why: a node's monitor posts every poll; a new TCP connection per post is a handshake, a
+    thread on the sentinel's side and a slot in its connection bound each time, for a request of
+    a few hundred bytes. A connection the server closed while idle (its idle deadline, or an
+    eviction for a newcomer) fails on the next request before any answer; that request is sent
+    once more on a fresh connection, so callers must only send requests that are safe to repeat
+    (event posts are: the store drops a repeated idempotency key). One request at a time.
+    """
+
+    def __init__(self, url: str, *, timeout_seconds: float, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise TransportError(url, "only http(s) URLs are fetched")
+        self.url = url
+        self._parts = parts
+        self._timeout = timeout_seconds
+        self._max_bytes = max_bytes
+        self._connection: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()
+        self.connections_opened = 0
+
+    def _open(self) -> http.client.HTTPConnection:
+        kind = http.client.HTTPSConnection if self._parts.scheme == "https" else http.client.HTTPConnection
+        connection = kind(self._parts.hostname or "", self._parts.port, timeout=self._timeout)
+        connection.connect()
+        with contextlib.suppress(OSError):  # a post is one small segment: send it now (no Nagle delay)
+            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.connections_opened += 1
+        return connection
+
+    def request(self, method: str, *, json_body: Any = None, headers: Mapping[str, str] | None = None) -> Response:
+        """One request to the URL given at construction; `json_body` is sent as application/json."""
+        body = json.dumps(json_body).encode() if json_body is not None else None
+        sent = {"Content-Type": "application/json", **(headers or {})} if body is not None else dict(headers or {})
+        target = self._parts.path or "/"
+        if self._parts.query:
+            target += "?" + self._parts.query
+        with self._lock:
+            for attempt in (1, 2):
+                fresh = self._connection is None
+                try:
+                    if self._connection is None:
+                        self._connection = self._open()
+                    self._connection.request(method, target, body=body, headers=sent)
+                    reply = self._connection.getresponse()
+                    data, cut = _read(reply, self._max_bytes)
+                    if cut or reply.will_close:
+                        self._close_locked()
+                    return Response(self.url, reply.status, reply.headers, data, cut)
+                except _STALE as exc:
+                    self._close_locked()
+                    if fresh or attempt == 2:
+                        raise TransportError(self.url, f"connection failed: {exc!r}") from exc
+                except TimeoutError as exc:
+                    self._close_locked()
+                    raise TransportError(self.url, f"no answer within {self._timeout:g} s", timed_out=True) from exc
+                except (OSError, http.client.HTTPException) as exc:
+                    self._close_locked()
+                    reason = exc if isinstance(exc, OSError) else None
+                    raise TransportError(self.url, f"connection failed: {exc!r}", offline=_no_network(reason)) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _close_locked(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
 
 
 def _read(stream: Any, max_bytes: int) -> tuple[bytes, bool]:

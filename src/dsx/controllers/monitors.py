@@ -49,7 +49,8 @@ class StoreSink:
 
 
 class HttpSink:
-    """POSTs to a sentinel's /v1/events with a bearer token."""
+    """POSTs to a sentinel's /v1/events with a bearer token, over one kept-alive connection
+    (`httpclient.KeptConnection`: a post is safe to send twice, the store drops a repeated key)."""
 
     def __init__(self, url: str, token: str, *, timeout_seconds: float = 30.0) -> None:
         if not url.startswith(("http://", "https://")):
@@ -57,6 +58,11 @@ class HttpSink:
         self.url = url.rstrip("/") + ("" if url.rstrip("/").endswith("/v1/events") else "/v1/events")
         self.token = token
         self.timeout_seconds = timeout_seconds
+        self._connection = httpclient.KeptConnection(self.url, timeout_seconds=timeout_seconds)
+
+    @property
+    def connections_opened(self) -> int:
+        return self._connection.connections_opened
 
     def send(self, events: list[HealthEvent]) -> int:
         size = ingest.MAX_EVENTS_PER_REQUEST
@@ -64,18 +70,17 @@ class HttpSink:
 
     def _post(self, events: list[HealthEvent]) -> int:
         try:
-            response = httpclient.request(
-                "POST",
-                self.url,
-                json_body=ingest.to_document(events),
-                headers={"Authorization": f"Bearer {self.token}"},
-                timeout_seconds=self.timeout_seconds,
+            response = self._connection.request(
+                "POST", json_body=ingest.to_document(events), headers={"Authorization": f"Bearer {self.token}"}
             )
         except httpclient.TransportError as exc:
             raise errors.UnavailableError(str(exc)) from exc
         if not response.ok:
             raise _refusal(self.url, response.status, response.text(2000))
         return int(response.json().get("created", 0))
+
+    def close(self) -> None:
+        self._connection.close()
 
 
 def _refusal(url: str, status: int, detail: str) -> errors.DsxError:

@@ -148,6 +148,7 @@ class SentinelRuntime:
         """The last check of the store and the API: (None or what failed, when it ended, monotonic)."""
         self.http: http.SentinelHttpServer | None = None
         self.runners: list[stages.StageRunner] = []
+        self.quarantine_runner: stages.StageRunner | None = None
         self.quarantine: quarantine.QuarantineHandler | None = None
         self.validations: validation_requests.ValidationRunner | None = None
         self.joining: validation_requests.JoiningNodes | None = None
@@ -217,6 +218,7 @@ class SentinelRuntime:
             )
             for s, h, stage in zip(stores, handlers, PIPELINE, strict=True)
         ]
+        self.quarantine_runner = next(r for r in self.runners if r.name == Stage.QUARANTINE.value)
         if self.parts.recertifier is not None:
             self.validations = validation_requests.ValidationRunner(
                 self._open_store(), self.nodes, policy, self.parts.recertifier, self.telemetry
@@ -561,6 +563,9 @@ class SentinelRuntime:
         appended = self.ingestion.append(events)
         created = sum(1 for a in appended if a.created)
         self.telemetry.events_ingested.labels("http").inc(created)
+        urgent = [a.sequence for a, e in zip(appended, events, strict=True) if a.created and quarantine.may_cordon(e)]
+        if urgent and self.quarantine_runner is not None:
+            self.quarantine_runner.expedite(urgent)  # claimed ahead of the routine traffic before it
         self.waker.poke()
         return {"accepted": len(appended), "created": created, "sequences": [a.sequence for a in appended]}
 

@@ -179,6 +179,13 @@ class EventStore(Protocol):
         """Lease up to `limit` unacknowledged events past the consumer's cursor to `owner`, in order."""
         ...
 
+    def claim_these(
+        self, consumer: str, owner: str, sequences: Sequence[int], *, lease_seconds: float = 30.0
+    ) -> list[StoredEvent]:
+        """Lease exactly these events (those past the cursor, unacknowledged, not leased to another
+        owner), in order: the ones that need action, ahead of the routine traffic before them."""
+        ...
+
     def begin(self, consumer: str, sequence: int, detail: Mapping[str, Any]) -> StageRecord | None:
         """Record IN_PROGRESS intent for (consumer, sequence); returns the record that was there before."""
         ...

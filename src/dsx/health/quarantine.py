@@ -224,7 +224,7 @@ class QuarantineHandler:
         whose events can neither cordon nor start a recovery (`stages.SettlesInBulk`)."""
         if not self.switch.enabled:
             return {}
-        routine = {n: events for n, events in ready.items() if not any(_may_cordon(s.event) for s in events)}
+        routine = {n: events for n, events in ready.items() if not any(may_cordon(s.event) for s in events)}
         asks = [n for n, events in routine.items() if any(_asks_state(s.event) for s in events)]
         states = self.store.node_states_of(asks) if asks else {}
         out: dict[str, list[StageOutcome]] = {}
@@ -237,7 +237,7 @@ class QuarantineHandler:
     def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:
         if not self.switch.enabled:
             return stages.same_outcome(events, StageStatus.SKIPPED, disposition="stage-disabled")
-        if not any(_may_cordon(stored.event) for stored in events):
+        if not any(may_cordon(stored.event) for stored in events):
             # routine traffic (healthy checks, warnings): decided from the store alone, no apiserver
             # read per event (a fleet's background health traffic would be that many GETs a second)
             return [self._one(stored, {})[0] for stored in events]
@@ -429,7 +429,7 @@ def _routine(stored: StoredEvent, status: NodeStatus | None) -> StageOutcome | N
     return None
 
 
-def _may_cordon(event: HealthEvent) -> bool:
+def may_cordon(event: HealthEvent) -> bool:
     """Whether `_one` may read or change the node for this event (the others skip or recover by store state)."""
     return (
         event.processing_strategy is ProcessingStrategy.EXECUTE_REMEDIATION

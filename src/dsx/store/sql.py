@@ -404,6 +404,42 @@ class SqlEventStore(abc.ABC):
                 self._park_damaged(cur, consumer, position, {int(r[0]) for r in rows} - {e.sequence for e in claimed})
         return claimed
 
+    def claim_these(
+        self, consumer: str, owner: str, sequences: Sequence[int], *, lease_seconds: float = 30.0
+    ) -> list[StoredEvent]:
+        wanted = sorted({int(s) for s in sequences})
+        if not wanted:
+            return []
+        now = self._clock()
+        with self.transaction(write=True) as cur:
+            self.bookkeeping(cur)
+            position = self._lock_consumer(cur, consumer)
+            wanted = [s for s in wanted if s > position]
+            rows: list[Any] = []
+            for start in range(0, len(wanted), _IN_CHUNK):
+                chunk = wanted[start : start + _IN_CHUNK]
+                marks = ", ".join("?" for _ in chunk)
+                cur.execute(
+                    "SELECT e.sequence, e.stored_at, e.document FROM events e"  # noqa: S608 - placeholders only
+                    " LEFT JOIN deliveries d ON d.consumer = ? AND d.sequence = e.sequence"
+                    f" WHERE e.sequence IN ({marks})"
+                    " AND (d.sequence IS NULL OR (d.acked = 0 AND (d.owner = ? OR d.lease_until <= ?)))"
+                    " ORDER BY e.sequence",
+                    (consumer, *chunk, owner, now),
+                )
+                rows += cur.fetchall()
+            if rows:
+                cur.executemany(
+                    "INSERT INTO deliveries (consumer, sequence, owner, lease_until, acked) VALUES (?, ?, ?, ?, 0)"
+                    " ON CONFLICT (consumer, sequence)"
+                    " DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until",
+                    [(consumer, int(row[0]), owner, now + lease_seconds) for row in rows],
+                )
+            claimed = self._rows("events", rows, _stored_event)
+            if len(claimed) < len(rows):
+                self._park_damaged(cur, consumer, position, {int(r[0]) for r in rows} - {e.sequence for e in claimed})
+        return claimed
+
     def _park_damaged(self, cur: Cursor, consumer: str, position: int, sequences: set[int]) -> None:
         """A damaged event becomes a dead letter of this consumer (acknowledged), so the pipeline goes on
         and `dsx sentinel status` lists it with its sequence."""

@@ -140,6 +140,24 @@ class InMemoryEventStore:
                 out.append(stored)
             return out
 
+    def claim_these(
+        self, consumer: str, owner: str, sequences: Sequence[int], *, lease_seconds: float = 30.0
+    ) -> list[StoredEvent]:
+        with self._lock:
+            now = self._clock()
+            acked = self._acked.setdefault(consumer, set())
+            cursor = self._cursors.setdefault(consumer, 0)
+            out: list[StoredEvent] = []
+            for sequence in sorted(set(sequences)):
+                if not cursor < sequence <= len(self._events) or sequence in acked:
+                    continue
+                lease = self._leases.get((consumer, sequence))
+                if lease is not None and lease.owner != owner and lease.until > now:
+                    continue
+                self._leases[(consumer, sequence)] = _Lease(owner, now + lease_seconds)
+                out.append(self._events[sequence - 1])
+            return out
+
     def begin(self, consumer: str, sequence: int, detail: Mapping[str, Any]) -> StageRecord | None:
         with self._lock:
             self._require_event(sequence)

@@ -78,6 +78,24 @@ def test_claim_hands_out_events_in_order_up_to_the_limit(store: EventStore, make
     assert store.claim("quarantine", "w3") == []
 
 
+def test_claim_these_leases_the_named_events_ahead_of_the_ones_before_them(
+    store: EventStore, make_event: MakeEvent, clock: FakeClock
+) -> None:
+    store.append([make_event(i) for i in range(6)])
+    assert [s.sequence for s in store.claim_these("quarantine", "w1", [5, 2, 5, 99])] == [2, 5]
+    assert store.claim_these("quarantine", "w2", [2, 5]) == []  # leased to w1
+    assert [s.sequence for s in store.claim("quarantine", "w1", limit=10)] == [1, 2, 3, 4, 5, 6]
+    assert [s.sequence for s in store.claim("quarantine", "w2", limit=10)] == []
+    assert store.ack("quarantine", "w1", [StageOutcome(5)]) == 1
+    assert store.claim_these("quarantine", "w1", [5]) == []  # acknowledged: not handed out again
+    assert store.ack("quarantine", "w1", [StageOutcome(s) for s in (1, 2, 3, 4)]) == 4
+    assert store.cursor("quarantine") == 5
+    assert store.claim_these("quarantine", "w1", [1, 4]) == []  # behind the cursor
+    assert store.claim_these("quarantine", "w1", []) == []
+    clock.advance(31)
+    assert [s.sequence for s in store.claim_these("quarantine", "w2", [6])] == [6]  # w1's lease ran out
+
+
 def test_unacked_claims_return_to_the_same_owner_at_once(store: EventStore, make_event: MakeEvent) -> None:
     store.append([make_event(i) for i in range(3)])
     assert [s.sequence for s in store.claim("drain", "w1")] == [1, 2, 3]

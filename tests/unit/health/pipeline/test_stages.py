@@ -244,3 +244,30 @@ def test_a_failing_bulk_settle_leaves_every_node_to_the_handler(store, caplog) -
     assert [r.message for r in caplog.records].count(
         "stage quarantine: bulk settle failed, handling node by node: RuntimeError: store unavailable"
     ) == 1  # once per error, not once per step
+
+
+def test_an_expedited_event_is_handled_in_the_next_step_ahead_of_the_traffic_before_it(store) -> None:
+    """A fault behind 2,000 routine events: in order it would wait four steps of 500; expedited, one."""
+    handler = Recorder("quarantine")
+    store.append([xid(f"busy-{i % 40}", "31", at=timedelta(seconds=i)) for i in range(2000)])
+    (fault,) = store.append([xid("failing", "79")])
+    runner = stages.StageRunner(store, handler, owner="t", workers=0, batch_size=500)
+    runner.expedite([fault.sequence])
+    runner.step()
+    handled = [s for _, sequences in handler.calls for s in sequences]
+    assert fault.sequence in handled
+    assert len(handled) <= 502  # the fault and one ordinary batch (500 + the held one), not the backlog
+    drive(store, runner)
+    handled = [s for _, sequences in handler.calls for s in sequences]
+    assert sorted(handled) == list(range(1, 2002))  # everything else still handled, each once
+    assert store.cursor("quarantine") == 2001
+
+
+def test_an_expedited_event_another_owner_holds_is_left_to_it(store) -> None:
+    store.append([xid("a"), xid("b")])
+    assert [s.sequence for s in store.claim("quarantine", "other", limit=10)] == [1, 2]
+    handler = Recorder("quarantine")
+    runner = stages.StageRunner(store, handler, owner="t", workers=0)
+    runner.expedite([2])
+    assert runner.step() == 0
+    assert handler.calls == []
