@@ -31,6 +31,7 @@ Run: python bench/run.py scale            (full matrix, < 30 min on 2 cores)
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -64,6 +65,7 @@ from dsx.health import analyzer  # noqa: E402
 from dsx.health import policy as policy_module  # noqa: E402
 from dsx.kube.client import KubeClient  # noqa: E402
 from dsx.kube.watch import ResourceWatch  # noqa: E402
+from dsx.model.health import HealthEvent, ProcessingStrategy  # noqa: E402
 from dsx.sim import binaries, kwok  # noqa: E402
 from dsx.sim.cluster import SimCluster  # noqa: E402
 from dsx.sim.nodes import CLUSTER_LABEL, SimOptions  # noqa: E402
@@ -85,9 +87,15 @@ MASS_TIMEOUT_SECONDS = 120.0
 LATENCY_SAMPLES = 40
 MASS_FRACTION = 0.05
 THROUGHPUT_EVENTS = 10_000
+FLOOD_SENDERS = 4
+FLOOD_BATCH = 1000
+FLOOD_WARMUP_SECONDS = 5.0
+FLOOD_SAMPLES = 5
+FLOOD_TARGET_MS = 1000.0
 TARGETS = {
     "memory_mb_per_node": 0.2,
     "fault_to_cordon_p99_ms": 100.0,
+    "flood_fault_to_cordon_max_ms": FLOOD_TARGET_MS,
     "cordon_nodes_per_second": 200.0,
     "analyzer_events_per_second": 5000.0,
     "ingest_events_per_second": {"sqlite": 20_000.0, "postgresql": 10_000.0},
@@ -234,8 +242,112 @@ def untouched(fleet: list[str], used: set[str], count: int) -> list[str]:
     return picked
 
 
+def kubectl_cordon(kubectl: Path, kubeconfig: Path, names: list[str], watcher: CordonWatch) -> dict[str, Any]:
+    """The reference for mass cordon: `kubectl cordon` of as many nodes, on the same sim in the same
+    minute, timed the same way (from the start to the last cordon this process's watch sees)."""
+    started = time.monotonic()
+    subprocess.run(
+        [str(kubectl), "--kubeconfig", str(kubeconfig), "cordon", *names],
+        check=True,
+        capture_output=True,
+        timeout=MASS_TIMEOUT_SECONDS,
+    )
+    done = watcher.wait_for(names, MASS_TIMEOUT_SECONDS)
+    return {
+        "nodes": len(names),
+        "seconds": round(done - started, 2),
+        "nodes_per_second": round(len(names) / (done - started), 1),
+        "load_average": load_average(),
+    }
+
+
+def routine_events(fleet: list[str], start: int, count: int) -> list[HealthEvent]:
+    """STORE_ONLY traffic (a monitor's informational records): stored, never a reason to act."""
+    now = datetime.now(UTC)
+    return [
+        dataclasses.replace(
+            sim_load.healthy_event(fleet[(start + i) % len(fleet)], i % 8, now),
+            processing_strategy=ProcessingStrategy.STORE_ONLY,
+            message=f"routine record {start + i}",
+        )
+        for i in range(count)
+    ]
+
+
+def flood(url: str, store_url: str, fleet: list[str], used: set[str], watcher: CordonWatch) -> dict[str, Any]:
+    """Fatal Xids posted while `FLOOD_SENDERS` senders post STORE_ONLY batches of `FLOOD_BATCH` as fast as
+    the sentinel takes them: each fault's post-to-cordon time, and how many routine events were stored
+    ahead of it and not yet seen by the quarantine stage when it was posted (its backlog)."""
+    stop = threading.Event()
+    accepted = [0] * FLOOD_SENDERS
+    problems: list[str] = []
+
+    def sender(index: int) -> None:
+        sink = monitors.HttpSink(url, TOKEN, timeout_seconds=MASS_TIMEOUT_SECONDS)
+        start = index * 10_000_000
+        while not stop.is_set():
+            batch = routine_events(fleet, start, FLOOD_BATCH)
+            start += FLOOD_BATCH
+            try:
+                sink.send(batch)
+            except errors.DsxError as exc:
+                problems.append(exc.message)
+                stop.wait(0.5)
+                continue
+            accepted[index] += len(batch)
+        sink.close()
+
+    threads = [threading.Thread(target=sender, args=(i,), daemon=True) for i in range(FLOOD_SENDERS)]
+    reader = open_store(store_url)
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    samples: list[float] = []
+    backlogs: list[int] = []
+    missed = 0
+    try:
+        time.sleep(FLOOD_WARMUP_SECONDS)
+        sink = monitors.HttpSink(url, TOKEN, timeout_seconds=SAMPLE_TIMEOUT_SECONDS)
+        for node in untouched(fleet, used, FLOOD_SAMPLES):
+            backlogs.append(reader.last_sequence() - reader.cursor("quarantine"))
+            posted = time.monotonic()
+            try:
+                sink.send([sim_load.fault_event(node, datetime.now(UTC))])
+                samples.append(watcher.wait_for([node], SAMPLE_TIMEOUT_SECONDS) - posted)
+            except (RuntimeError, errors.DsxError):
+                missed += 1
+            time.sleep(0.5)
+        sink.close()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(MASS_TIMEOUT_SECONDS)
+        elapsed = time.monotonic() - began
+        reader.close()
+    return {
+        "senders": FLOOD_SENDERS,
+        "batch": FLOOD_BATCH,
+        "routine_events_per_second": round(sum(accepted) / elapsed, 1),
+        "errors": len(problems),
+        "first_error": problems[0] if problems else "",
+        "samples": len(samples),
+        "missed": missed,
+        "quarantine_backlog_events_median": sorted(backlogs)[len(backlogs) // 2] if backlogs else None,
+        "fault_to_cordon_p50_ms": round(percentile(samples, 0.50) * 1e3, 1) if samples else None,
+        "fault_to_cordon_max_ms": round(max(samples) * 1e3, 1) if samples else None,
+        "load_average": load_average(),
+    }
+
+
 def sentinel_round(
-    folder: Path, kubeconfig: Path, store: str, store_url: str, db_path: Path, fleet: list[str], used: set[str]
+    folder: Path,
+    kubeconfig: Path,
+    store: str,
+    store_url: str,
+    db_path: Path,
+    fleet: list[str],
+    used: set[str],
+    kubectl: Path,
 ) -> dict[str, Any]:
     size = len(fleet)
     label = f"{size}-{store}"
@@ -312,6 +424,10 @@ def sentinel_round(
                 "nodes_per_second": round(len(cordoned) / (done - started), 1),
                 "load_average": load_average(),
             }
+            figures["mass_cordon"]["kubectl_reference"] = kubectl_cordon(
+                kubectl, kubeconfig, untouched(fleet, used, len(mass)), watcher
+            )
+            figures["flood"] = flood(url, store_url, fleet, used, watcher)
             memory = proc_status(pid)
         finally:
             stop.set()
@@ -393,7 +509,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes, stores, out = options(sys.argv[1:] if argv is None else argv)
     command = "python bench/run.py scale " + " ".join(argv if argv is not None else sys.argv[1:])
     print(f"command: {command.strip()}  (load average at start: {load_average()})", flush=True)
-    binaries.resolve(progress=lambda line: print(line, file=sys.stderr))
+    found = binaries.resolve(progress=lambda line: print(line, file=sys.stderr))
     began = time.monotonic()
     rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {
@@ -423,7 +539,9 @@ def main(argv: list[str] | None = None) -> None:
                     db_path = folder / f"{size}-{store}.db"
                     url = f"sqlite:///{db_path}" if store == "sqlite" else fresh_schema_url(server.url)
                     try:
-                        row = sentinel_round(folder, status.kubeconfig, store, url, db_path, fleet, used)
+                        row = sentinel_round(
+                            folder, status.kubeconfig, store, url, db_path, fleet, used, found["kubectl"]
+                        )
                     except (RuntimeError, OSError, errors.DsxError) as exc:  # recorded; the matrix goes on
                         rows.append({"nodes": size, "store": store, "error": str(exc), "load_average": load_average()})
                         print(f"  {size} {store}: FAILED: {exc}", flush=True)
@@ -462,28 +580,35 @@ def _line(row: dict[str, Any]) -> str:
     if "error" in row:
         return f"  {row['nodes']:>6} {row['store']:<10} FAILED: {row['error']}"
     f, m, c, t = row["fault_to_cordon_ms"], row["memory"], row["mass_cordon"], row["throughput"]
+    w = row["flood"]
     return (
         f"  {row['nodes']:>6} {row['store']:<10} {m['mb_per_node']:.3f} MB/node, fault-to-cordon p50 {f['p50']} /"
         f" p99 {f['p99']} / max {f['max']} ms, cordon {c['nodes_per_second']} nodes/s, analyzer"
         f" {t['analyzer_events_per_second']} ev/s, ingest {t['ingest_events_per_second']} ev/s,"
-        f" {row['background']['cpu_seconds_per_1000_events']} CPU s/1k events (load {f['load_average']})"
+        f" {row['background']['cpu_seconds_per_1000_events']} CPU s/1k events (load {f['load_average']});"
+        f" kubectl cordon {c['kubectl_reference']['nodes_per_second']} nodes/s; flood {w['routine_events_per_second']}"
+        f" ev/s, Xid cordoned in {w['fault_to_cordon_max_ms']} ms max behind {w['quarantine_backlog_events_median']}"
+        f" events (load {w['load_average']})"
     )
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| nodes | store | MB/node | f2c p50/p99/max ms | cordon nodes/s | analyzer ev/s | ingest ev/s"
-        " | CPU s/1k ev | load |"
+        "| nodes | store | MB/node | f2c p50/p99/max ms | cordon nodes/s (kubectl) | flood ev/s, Xid max ms"
+        " | analyzer ev/s | ingest ev/s | CPU s/1k ev | load |"
     )
-    lines = [head, "|" + "---|" * 9]
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['nodes']} | {r['store']} | failed: {r['error'][:80]} | | | | | | {r['load_average']} |")
+            failed = f"failed: {r['error'][:80]}"
+            lines.append(f"| {r['nodes']} | {r['store']} | {failed} | | | | | | | {r['load_average']} |")
             continue
         f = r["fault_to_cordon_ms"]
         lines.append(
             f"| {r['nodes']} | {r['store']} | {r['memory']['mb_per_node']:.3f} | {f['p50']}/{f['p99']}/{f['max']} |"
-            f" {r['mass_cordon']['nodes_per_second']} | {r['throughput']['analyzer_events_per_second']} |"
+            f" {r['mass_cordon']['nodes_per_second']} ({r['mass_cordon']['kubectl_reference']['nodes_per_second']}) |"
+            f" {r['flood']['routine_events_per_second']}, {r['flood']['fault_to_cordon_max_ms']} |"
+            f" {r['throughput']['analyzer_events_per_second']} |"
             f" {r['throughput']['ingest_events_per_second']} | {r['background']['cpu_seconds_per_1000_events']} |"
             f" {f['load_average']} |"
         )

@@ -179,7 +179,7 @@ class SentinelRuntime:
 
     def _build(self) -> None:
         policy, options = self.policy, self.options
-        self._fleet_size = len(self.nodes.list_nodes(dict(policy.gpu_node_selector)))
+        self._fleet_size = len(self.client.list_node_metadata(dict(policy.gpu_node_selector)))
         quarantine_store = self._open_store()
         acting = policy.switch(Stage.QUARANTINE).acting
         gate = breaker.CircuitBreaker(
@@ -248,7 +248,7 @@ class SentinelRuntime:
     def _node_labels(self) -> dict[str, dict[str, str]]:
         """Every node's labels, read once (one list call, not one per monitored node)."""
         try:
-            found = self.nodes.list_nodes()
+            found = self.client.list_node_metadata()
         except errors.DsxError:
             return {}  # not readable now: the banner, or both NVLink5 layouts, will do
         return {

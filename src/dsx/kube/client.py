@@ -109,6 +109,10 @@ class Taint:
         return out
 
 
+_METADATA_ONLY = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"}
+"""The apiserver answers a list with metadata alone (a server that cannot, with whole objects)."""
+
+
 def _selector(labels: Mapping[str, str] | None) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
 
@@ -193,6 +197,13 @@ class KubeClient:
     def list_nodes(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         with self._seam("list nodes"):
             return [n.to_dict() for n in self._api.list(Node, labels=dict(labels) if labels else None)]
+
+    def list_node_metadata(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        """Each node's metadata only (name, labels, annotations, resourceVersion), paged: what a
+        count or a label lookup needs, without decoding 20 KB of status per node."""
+        selectors = {"labelSelector": _selector(labels)} if labels else {}
+        items, _ = watch.list_pages(self._http, "/api/v1/nodes", selectors, self.server, headers=_METADATA_ONLY)
+        return [{"metadata": item.get("metadata") or {}} for item in items]
 
     def get_node(self, name: str) -> dict[str, Any]:
         with self._seam(f"get node {name}"):

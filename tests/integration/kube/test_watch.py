@@ -80,3 +80,39 @@ def test_pod_watch_sees_a_pod_start(kube_client: KubeClient, sim_namespace: str,
     running = _until(watch.events(timeout_seconds=30), lambda e: e.object.get("status", {}).get("phase") == "Running")
     assert running.namespace == sim_namespace
     assert running.type is EventType.MODIFIED
+
+
+def test_lists_come_in_pages_and_give_every_node_once(
+    kube_client: KubeClient, sim_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Paged with `limit` and `continue` (here 2 a page): the same nodes as the sim has, each once, and the
+    metadata-only list carries no status (the apiserver's PartialObjectMetadataList)."""
+    from dsx.kube import watch as watch_module
+
+    monkeypatch.setattr(watch_module, "PAGE_SIZE", 2)
+    asked: list[dict[str, str]] = []
+    real_get = kube_client._http.get
+
+    def counting_get(path: str, **kwargs: Any) -> Any:
+        asked.append(dict(kwargs.get("params") or {}))
+        return real_get(path, **kwargs)
+
+    monkeypatch.setattr(kube_client._http, "get", counting_get)
+    selector = {sim_nodes.CLUSTER_LABEL: sim_cluster.name}
+    expected = sorted(sim_cluster.node_names)
+    view = kube_client.watch_nodes(selector)
+    assert sorted(n["metadata"]["name"] for n in view.sync()) == expected
+    assert len(asked) == -(-len(expected) // 2)  # ceil(nodes / 2) pages
+    assert all(a["limit"] == "2" for a in asked) and sum(1 for a in asked if "continue" in a) == len(asked) - 1
+    assert view.resource_version
+
+    from dsx.kube import client as client_module
+
+    raw, _ = watch_module.list_pages(
+        kube_client._http, "/api/v1/nodes", {"labelSelector": f"{sim_nodes.CLUSTER_LABEL}={sim_cluster.name}"}, "",
+        headers=client_module._METADATA_ONLY,
+    )  # fmt: skip
+    assert raw and all("status" not in n and "spec" not in n for n in raw)  # the server sent metadata alone
+    metadata = kube_client.list_node_metadata(selector)
+    assert sorted(n["metadata"]["name"] for n in metadata) == expected
+    assert all(set(n) == {"metadata"} and n["metadata"]["labels"][sim_nodes.CLUSTER_LABEL] for n in metadata)
