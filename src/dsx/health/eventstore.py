@@ -245,11 +245,16 @@ class EventStore(Protocol):
         reason: str,
         event_sequence: int | None = None,
         expected: NodeState | None = None,
+        intent: tuple[str, Mapping[str, Any]] | None = None,
     ) -> NodeStatus:
         """Move a node along dsx.model.health.TRANSITIONS and record the move.
 
         Staying in the same state is a no-op (no history row). Raises ConflictError for a move
         the table does not allow, or when `expected` is given and the node is elsewhere.
+
+        `intent` (consumer, detail): the move also records IN_PROGRESS for (consumer,
+        `event_sequence`), as `begin` would, in the same transaction: one write per cordon, and
+        never an intent without its move (a refused move records nothing).
         """
         ...
 

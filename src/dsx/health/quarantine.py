@@ -322,7 +322,6 @@ class QuarantineHandler:
         if not self.switch.acting:
             self.observer.action(STAGE, "would-quarantine", name, decision.to_dict())
             return outcome(stored, StageStatus.SKIPPED, disposition="planned", would=decision.to_dict()), node
-        self.store.begin(STAGE, stored.sequence, {"node": name, "decision": decision.to_dict()})
         try:
             self.store.transition(
                 name,
@@ -330,6 +329,7 @@ class QuarantineHandler:
                 reason=_reason(decision, event),
                 event_sequence=stored.sequence,
                 expected=NodeState.HEALTHY,
+                intent=(STAGE, {"node": name, "decision": decision.to_dict()}),
             )
         except ConflictError:
             status = self.store.node_state(name)

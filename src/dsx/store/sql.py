@@ -648,6 +648,7 @@ class SqlEventStore(abc.ABC):
         reason: str,
         event_sequence: int | None = None,
         expected: NodeState | None = None,
+        intent: tuple[str, Mapping[str, Any]] | None = None,
     ) -> NodeStatus:
         now = self._clock()
         with self.transaction(write=True) as cur:
@@ -666,6 +667,14 @@ class SqlEventStore(abc.ABC):
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (node_name, current.state.value, target.value, reason, event_sequence, now),
             )
+            if intent is not None:
+                if event_sequence is None:
+                    raise BadInputError("transition: an intent needs the event's sequence")
+                self._require_event(cur, event_sequence)
+                consumer, detail = intent
+                self._put_stage_records(
+                    cur, consumer, [StageOutcome(event_sequence, StageStatus.IN_PROGRESS, detail)], now
+                )
         return NodeStatus(node_name, target, reason, _at(now), event_sequence)
 
     def node_history(self, node_name: str) -> list[NodeTransition]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from dsx.errors import ConflictError, NotFoundError
+from dsx.errors import BadInputError, ConflictError, NotFoundError
 from dsx.health import eventstore
 from dsx.health.eventstore import (
     Appended,
@@ -266,12 +266,21 @@ class InMemoryEventStore:
         reason: str,
         event_sequence: int | None = None,
         expected: NodeState | None = None,
+        intent: tuple[str, Mapping[str, Any]] | None = None,
     ) -> NodeStatus:
         with self._lock:
             current = self.node_state(node_name)
             if not eventstore.move_needed(node_name, current.state, target, expected):
                 return current
             now = self._now()
+            if intent is not None:
+                if event_sequence is None:
+                    raise BadInputError("transition: an intent needs the event's sequence")
+                self._require_event(event_sequence)
+                consumer, detail = intent
+                self._records[(consumer, event_sequence)] = StageRecord(
+                    consumer, event_sequence, StageStatus.IN_PROGRESS, copy.deepcopy(dict(detail)), now
+                )
             status = NodeStatus(node_name, target, reason, now, event_sequence)
             self._nodes[node_name] = status
             self._history.append(NodeTransition(node_name, current.state, target, reason, event_sequence, now))

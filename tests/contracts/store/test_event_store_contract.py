@@ -374,6 +374,28 @@ def test_transitions_follow_the_table_and_are_recorded(store: EventStore, clock:
     assert store.node_history("n2") == []
 
 
+def test_a_move_with_an_intent_records_both_in_one_step_and_a_refused_move_neither(
+    store: EventStore, make_event: MakeEvent
+) -> None:
+    store.append([make_event(i) for i in range(2)])
+    status = store.transition(
+        "n1", NodeState.QUARANTINED, reason="xid 79", event_sequence=1, intent=("quarantine", {"node": "n1"})
+    )
+    assert status.state is NodeState.QUARANTINED
+    record = store.stage_record("quarantine", 1)
+    assert record is not None and (record.status, record.detail) == (StageStatus.IN_PROGRESS, {"node": "n1"})
+    with pytest.raises(ConflictError):  # n1 is not healthy any more: no move, so no intent either
+        store.transition(
+            "n1", NodeState.QUARANTINED, reason="again", event_sequence=2, expected=NodeState.HEALTHY,
+            intent=("quarantine", {"node": "n1"}),
+        )  # fmt: skip
+    assert store.stage_record("quarantine", 2) is None
+    with pytest.raises(NotFoundError):  # an intent for an event the store does not hold moves nothing
+        store.transition("n2", NodeState.QUARANTINED, reason="x", event_sequence=99, intent=("quarantine", {}))
+    assert store.node_state("n2").state is NodeState.HEALTHY
+    assert store.node_history("n2") == []
+
+
 # remediations, validation requests, breakers -------------------------------------------------
 
 
