@@ -303,6 +303,7 @@ def flood(url: str, store_url: str, fleet: list[str], used: set[str], watcher: C
     for thread in threads:
         thread.start()
     samples: list[float] = []
+    stored: list[float] = []
     backlogs: list[int] = []
     missed = 0
     try:
@@ -313,6 +314,7 @@ def flood(url: str, store_url: str, fleet: list[str], used: set[str], watcher: C
             posted = time.monotonic()
             try:
                 sink.send([sim_load.fault_event(node, datetime.now(UTC))])
+                stored.append(time.monotonic() - posted)
                 samples.append(watcher.wait_for([node], SAMPLE_TIMEOUT_SECONDS) - posted)
             except (RuntimeError, errors.DsxError):
                 missed += 1
@@ -333,6 +335,8 @@ def flood(url: str, store_url: str, fleet: list[str], used: set[str], watcher: C
         "samples": len(samples),
         "missed": missed,
         "quarantine_backlog_events_median": sorted(backlogs)[len(backlogs) // 2] if backlogs else None,
+        "post_answered_p50_ms": round(percentile(stored, 0.50) * 1e3, 1) if stored else None,
+        "post_answered_max_ms": round(max(stored) * 1e3, 1) if stored else None,
         "fault_to_cordon_p50_ms": round(percentile(samples, 0.50) * 1e3, 1) if samples else None,
         "fault_to_cordon_max_ms": round(max(samples) * 1e3, 1) if samples else None,
         "load_average": load_average(),
