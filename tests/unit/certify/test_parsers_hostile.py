@@ -5,30 +5,19 @@ bits) make a line unread, never an exception: `dsx certify parse` exits 0 or 1, 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
 
 from dsx.certify.parsing import lines, nccl, training
 from dsx.cli.main import cli
+from fixtures.bench import bench_module
 
-REPO = Path(__file__).resolve().parents[3]
 READERS = {"training": training.parse, "nccl": nccl.parse}
 
 
-def _bench_module() -> ModuleType:
-    """The crafted lines are the benchmark's (bench/bench_parsers.py), one list for both."""
-    spec = importlib.util.spec_from_file_location("bench_parsers", REPO / "bench" / "bench_parsers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-crafted = _bench_module().crafted_workload_lines
+crafted = bench_module("bench_parsers").crafted_workload_lines  # the benchmark's crafted lines, one list for both
 
 
 @pytest.mark.timeout(120)

@@ -5,10 +5,8 @@ node; the parser's work grows linearly with a line's length."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -19,8 +17,8 @@ from dsx.host import kernel_log
 from dsx.host.kernel_log import FileFollower, KernelLogMonitor
 from dsx.model.health import ProcessingStrategy
 from dsx.testing.inmemory import InMemoryEventStore
+from fixtures.bench import bench_module
 
-REPO = Path(__file__).resolve().parents[3]
 READ_AT = 1_796_000_000.0
 POISON = "[ 99.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, a line this parser cannot read"
 XID_79 = "[100.000000] NVRM: Xid (PCI:0000:b3:00): 79, pid=1234, name=python, GPU has fallen off the bus."
@@ -151,16 +149,7 @@ def test_the_byte_bound_always_admits_one_line(tmp_path: Path) -> None:
 # -- linear parsing ----------------------------------------------------------------------------------
 
 
-def _bench_module() -> ModuleType:
-    """The crafted lines are the benchmark's (bench/bench_parsers.py), one list for both."""
-    spec = importlib.util.spec_from_file_location("bench_parsers", REPO / "bench" / "bench_parsers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-crafted = _bench_module().crafted_lines
+crafted = bench_module("bench_parsers").crafted_lines  # the benchmark's crafted lines, one list for both
 
 
 @pytest.mark.timeout(120)
