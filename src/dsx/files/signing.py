@@ -8,7 +8,9 @@ with mode 0600 before a byte is written and never overwrite an existing key.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from dsx import atomic, serialization
 from dsx.errors import BadInputError, CheckFailedError, NotFoundError
 from dsx.file_tree import FileTree, read_tree
 from dsx.model import bundle_layout as layout
+from dsx.model import checksums
 from dsx.signing import attest, keys, sigstore, verify
 from dsx.signing.keys import PASSPHRASE_ENV, KeySigner, TrustedKey
 from dsx.signing.signer import Algorithm, Signer, Verifier
@@ -93,7 +96,7 @@ def sign_bundle_directory(directory: Path, signer: Signer | Sequence[Signer]) ->
     if contents.irregular:
         raise CheckFailedError(f"{directory}: refusing to sign: {contents.irregular[0]} is not a regular file")
     kept = {p: b for p, b in contents.tree.files.items() if not layout.is_attestation(p)}
-    files = attest.attestation_files(attest.bundle_envelope(FileTree(kept), signer))
+    files = attest.attestation_files(attest.bundle_envelope(FileTree(kept, contents.tree.executables), signer))
     written = [_write(directory / rel, data) for rel, data in files.items()]
     for stale in set(layout.ATTESTATION_FILES) - set(files):
         (directory / stale).unlink(missing_ok=True)
@@ -156,20 +159,122 @@ def verify_path(path: Path, trusted: Sequence[Verifier]) -> Verdict:
     if not path.exists():
         raise BadInputError(f"{path}: not found")
     if path.is_dir():
-        contents = read_tree(path)
-        files = contents.tree.files
+        listing = scan_bundle(path)
         if (
-            layout.CHECKSUMS not in files
-            and layout.MANIFEST not in files
-            and not any(p in files for p in layout.ATTESTATION_FILES)
+            layout.CHECKSUMS not in listing.facts
+            and layout.MANIFEST not in listing.facts
+            and not any(p in listing.facts for p in layout.ATTESTATION_FILES)
         ):
             raise BadInputError(f"{path}: not a dsx bundle (no {layout.CHECKSUMS} or {layout.MANIFEST})")
-        return verify.verify_bundle_tree(contents.tree, trusted, target=str(path), irregular=contents.irregular)
+        return verify.verify_bundle_tree(listing, trusted, target=str(path))
     if path.name.endswith((verify.INTOTO_SUFFIX, verify.SIGSTORE_SUFFIX)):
         return verify.verify_attestation(_read_bytes(path), path.name, str(path), _beside(path), trusted)
     _read_bytes(path)
     sidecars = {p.name: _read_bytes(p) for p in sidecar_paths(path) if p.is_file()}
     return verify.verify_signed(path.name, str(path), sidecars, _beside(path), trusted)
+
+
+_CHUNK_BYTES = 1 << 20
+
+
+def scan_bundle(directory: Path) -> verify.BundleListing:
+    """A bundle directory as `verify` needs it, in bounded memory and time.
+
+    The listing comes from the directory alone (names, sizes, modes, link counts); only the files
+    checksums.txt lists are read, each hashed in a stream, and checksums.txt, bundle.json and the
+    attestation files are read whole up to `verify.MAX_SMALL_FILE_BYTES`. So a 4 GiB file nobody
+    listed is reported without a byte of it read. A file is opened without following a link and
+    its facts come from the open file, so a swap after the listing changes nothing."""
+    if not directory.is_dir():
+        raise BadInputError(f"{directory}: not a directory")
+    regular: dict[str, os.stat_result] = {}
+    irregular: list[str] = []
+    try:
+        for root, dirnames, filenames in os.walk(directory, followlinks=False):
+            base = Path(root)
+            for name in list(dirnames):
+                if (base / name).is_symlink():
+                    irregular.append((base / name).relative_to(directory).as_posix())
+                    dirnames.remove(name)
+            for name in filenames:
+                info = (base / name).lstat()
+                rel = (base / name).relative_to(directory).as_posix()
+                if stat.S_ISREG(info.st_mode):
+                    regular[rel] = info
+                else:
+                    irregular.append(rel)
+    except OSError as exc:
+        raise BadInputError(f"{directory}: cannot read: {exc.strerror} ({exc.filename})") from exc
+    small: dict[str, bytes] = {}
+    unread: dict[str, str] = {}
+    for rel in verify.small_files_wanted(sorted(regular)):
+        if regular[rel].st_size > verify.MAX_SMALL_FILE_BYTES:
+            unread[rel] = f"{regular[rel].st_size} bytes: larger than {verify.MAX_SMALL_FILE_BYTES} (not read)"
+            continue
+        try:
+            small[rel] = _read_bounded(directory / rel, verify.MAX_SMALL_FILE_BYTES)
+        except OSError as exc:
+            unread[rel] = f"cannot read: {exc.strerror}"
+    try:
+        listed = set(checksums.parse_checksums(small[layout.CHECKSUMS], source=layout.CHECKSUMS))
+    except (KeyError, BadInputError):
+        listed = set()
+    facts: dict[str, verify.FileFacts] = {}
+    for rel, info in sorted(regular.items()):
+        if rel in unread:
+            facts[rel] = verify.FileFacts(info.st_size, None, stat.S_IMODE(info.st_mode), info.st_nlink)
+        elif rel in small:
+            data = small[rel]
+            facts[rel] = verify.FileFacts(
+                len(data), checksums.sha256_hex(data), stat.S_IMODE(info.st_mode), info.st_nlink, data.startswith(b"#!")
+            )
+        elif rel not in listed:
+            facts[rel] = verify.FileFacts(info.st_size, None, stat.S_IMODE(info.st_mode), info.st_nlink)
+        elif info.st_size > verify.MAX_LISTED_FILE_BYTES:
+            unread[rel] = f"{info.st_size} bytes: larger than a bundle's file can be ({verify.MAX_LISTED_FILE_BYTES})"
+            facts[rel] = verify.FileFacts(info.st_size, None, stat.S_IMODE(info.st_mode), info.st_nlink)
+        else:
+            try:
+                facts[rel] = _hashed(directory / rel)
+            except OSError as exc:
+                unread[rel] = f"cannot read: {exc.strerror}"
+                facts[rel] = verify.FileFacts(info.st_size, None, stat.S_IMODE(info.st_mode), info.st_nlink)
+    return verify.BundleListing(facts, small, tuple(sorted(irregular)), unread)
+
+
+def _open_regular(path: Path) -> int:
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(0, "not a regular file", str(path))
+    return descriptor
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    descriptor = _open_regular(path)
+    with os.fdopen(descriptor, "rb") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(0, f"larger than {limit} bytes", str(path))
+    return data
+
+
+def _hashed(path: Path) -> verify.FileFacts:
+    descriptor = _open_regular(path)
+    digest = hashlib.sha256()
+    with os.fdopen(descriptor, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        head = b""
+        read = 0
+        while read <= verify.MAX_LISTED_FILE_BYTES:
+            chunk = stream.read(_CHUNK_BYTES)
+            if not chunk:
+                break
+            if not read:
+                head = chunk[:2]
+            digest.update(chunk)
+            read += len(chunk)
+    return verify.FileFacts(read, digest.hexdigest(), stat.S_IMODE(info.st_mode), info.st_nlink, head == b"#!")
 
 
 def _beside(path: Path) -> verify.ReadBeside:

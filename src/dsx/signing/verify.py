@@ -10,7 +10,9 @@ touches the network or the disk: `dsx.files.signing` reads what a path names and
 from __future__ import annotations
 
 import hashlib
+import stat
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from dsx import serialization
@@ -30,39 +32,123 @@ ReadBeside = Callable[[str], bytes | None]
 """Reads a file beside the one verified, by name; None when it is missing or cannot be read."""
 
 
-def integrity_findings(tree: FileTree, irregular: Sequence[str] = ()) -> tuple[list[Finding], dict[str, str]]:
-    """Closed-world check of a bundle tree against its checksums.txt; also returns the entries."""
-    findings = [Finding(p, "not a regular file (link or device)") for p in irregular]
-    raw = tree.files.get(layout.CHECKSUMS)
+MAX_SMALL_FILE_BYTES = 16 << 20
+"""checksums.txt, bundle.json and the attestation files are read whole; one larger is not a dsx one."""
+
+MAX_LISTED_FILE_BYTES = 1 << 30
+"""A listed file is hashed in a stream; past 1 GiB (a vendored chart is a few MB) it is not read."""
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What verification needs of one regular file, without holding its bytes."""
+
+    size_bytes: int
+    sha256: str | None
+    """None: not read (a file checksums.txt does not list is reported from the listing alone)."""
+    mode: int = 0o644
+    """Permission bits with setuid, setgid and sticky (`stat.S_IMODE`)."""
+    links: int = 1
+    script: bool = False
+    """Starts with `#!`: a script, which a bundle holds executable."""
+
+
+@dataclass(frozen=True)
+class BundleListing:
+    """A bundle as verification sees it: facts per regular file, the few files read whole
+    (`small`), and entries that are not regular files (links, devices)."""
+
+    facts: Mapping[str, FileFacts]
+    small: Mapping[str, bytes] = field(default_factory=dict)
+    irregular: tuple[str, ...] = ()
+    unread: Mapping[str, str] = field(default_factory=dict)
+    """Files that were not read, and why (larger than a bundle file can be; unreadable)."""
+
+    @classmethod
+    def of_tree(cls, tree: FileTree, irregular: Sequence[str] = ()) -> BundleListing:
+        """An in-memory bundle, with the modes `write_tree` would give it."""
+        facts = {
+            path: FileFacts(
+                len(data),
+                checksums.sha256_hex(data),
+                0o755 if path in tree.executables else 0o644,
+                1,
+                data.startswith(b"#!"),
+            )
+            for path, data in tree.files.items()
+        }
+        small = {
+            p: tree.files[p] for p in (layout.CHECKSUMS, layout.MANIFEST, *layout.ATTESTATION_FILES) if p in tree.files
+        }
+        return cls(facts, small, tuple(irregular))
+
+
+def small_files_wanted(paths: Sequence[str]) -> list[str]:
+    """Which of a bundle's paths verification reads whole."""
+    return [p for p in paths if p in (layout.CHECKSUMS, layout.MANIFEST) or layout.is_attestation(p)]
+
+
+def integrity_findings(
+    bundle: FileTree | BundleListing, irregular: Sequence[str] = ()
+) -> tuple[list[Finding], dict[str, str]]:
+    """Closed-world check of a bundle against its checksums.txt; also returns the entries."""
+    listing = bundle if isinstance(bundle, BundleListing) else BundleListing.of_tree(bundle, irregular)
+    findings = [Finding(p, "not a regular file (link or device)") for p in listing.irregular]
+    findings += [Finding(p, why) for p, why in sorted(listing.unread.items())]
+    raw = listing.small.get(layout.CHECKSUMS)
     if raw is None:
         return [*findings, Finding(layout.CHECKSUMS, "missing")], {}
     try:
         entries = checksums.parse_checksums(raw, source=layout.CHECKSUMS)
     except BadInputError as exc:
         return [*findings, Finding(layout.CHECKSUMS, str(exc).removeprefix(f"{layout.CHECKSUMS}: "))], {}
-    for path in sorted(tree.files):
+    for path in sorted(listing.facts):
+        facts = listing.facts[path]
+        findings += _file_findings(path, facts)
         if layout.is_attestation(path):
             if path not in layout.ATTESTATION_FILES:
                 findings.append(Finding(path, f"unexpected file in {layout.ATTESTATION_DIR}/"))
             continue
-        if not layout.is_covered(path):
+        if not layout.is_covered(path) or path in listing.unread:
             continue
         expected = entries.get(path)
         if expected is None:
             findings.append(Finding(path, f"not listed in {layout.CHECKSUMS} (added after the bundle was made)"))
-        elif checksums.sha256_hex(tree.files[path]) != expected:
+        elif facts.sha256 != expected:
             findings.append(Finding(path, f"content does not match {layout.CHECKSUMS}"))
+        elif facts.script != bool(facts.mode & stat.S_IXUSR):
+            kind = "a script that is not executable" if facts.script else "executable, and not a script"
+            findings.append(
+                Finding(path, f"mode {facts.mode:04o}: {kind} (dsx bundle writes scripts 0755, the rest 0644)")
+            )
     for path in sorted(entries):
-        if path not in tree.files:
+        if path not in listing.facts:
             findings.append(Finding(path, f"listed in {layout.CHECKSUMS} but missing"))
         elif not layout.is_covered(path):
             findings.append(Finding(path, f"must not be listed in {layout.CHECKSUMS}"))
-    findings += _manifest_findings(tree, entries)
+    findings += _manifest_findings(listing, entries)
     return findings, entries
 
 
-def _manifest_findings(tree: FileTree, entries: Mapping[str, str]) -> list[Finding]:
-    manifest = read_manifest(tree)
+def _file_findings(path: str, facts: FileFacts) -> list[Finding]:
+    """What is wrong with a file whatever its bytes: more names than one, or setuid, setgid or sticky.
+    (Group-writable is not: a checkout under umask 002 gives it, and the checksums still hold.)"""
+    found = []
+    if facts.links > 1:
+        found.append(Finding(path, f"a hard link ({facts.links} names): its bytes may change from outside the bundle"))
+    special = [
+        name for bit, name in ((stat.S_ISUID, "setuid"), (stat.S_ISGID, "setgid"), (stat.S_ISVTX, "sticky"))
+        if facts.mode & bit
+    ]  # fmt: skip
+    if special:
+        found.append(
+            Finding(path, f"mode {facts.mode:04o}: {' and '.join(special)}; a bundle's files are 0644 or 0755")
+        )
+    return found
+
+
+def _manifest_findings(listing: BundleListing, entries: Mapping[str, str]) -> list[Finding]:
+    manifest = read_manifest(listing)
     if manifest is None:
         return [Finding(layout.MANIFEST, "missing or not a JSON object")]
     listed = manifest.get("files")
@@ -72,8 +158,8 @@ def _manifest_findings(tree: FileTree, entries: Mapping[str, str]) -> list[Findi
     return []
 
 
-def read_manifest(tree: FileTree) -> dict[str, Any] | None:
-    raw = tree.files.get(layout.MANIFEST)
+def read_manifest(bundle: FileTree | BundleListing) -> dict[str, Any] | None:
+    raw = (bundle.small if isinstance(bundle, BundleListing) else bundle.files).get(layout.MANIFEST)
     if raw is None:
         return None
     try:
@@ -103,20 +189,26 @@ def read_envelopes(data: bytes, *, source: str) -> list[dsse.Envelope]:
 
 
 def _check_subjects(statement: Statement, files: Mapping[str, bytes], required: Sequence[str]) -> list[Finding]:
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    return _check_subject_digests(statement, digests, required)
+
+
+def _check_subject_digests(
+    statement: Statement, digests: Mapping[str, str | None], required: Sequence[str]
+) -> list[Finding]:
     findings = []
     names = {s.name for s in statement.subjects}
     for name in required:
         if name not in names:
             findings.append(Finding(name, "not a subject of the signed statement"))
     for subject in statement.subjects:
-        data = files.get(subject.name)
-        if data is None:
+        if subject.name not in digests:
             findings.append(Finding(subject.name, "signed subject is missing"))
             continue
         expected = subject.digest.get("sha256")
         if expected is None:
             findings.append(Finding(subject.name, "signed subject has no sha256 digest"))
-        elif hashlib.sha256(data).hexdigest() != expected:
+        elif digests[subject.name] != expected:
             findings.append(Finding(subject.name, "does not match the digest in the signed statement"))
     return findings
 
@@ -146,34 +238,36 @@ def _signer_ids(data: bytes, source: str) -> list[str]:
 
 
 def verify_bundle_tree(
-    tree: FileTree, trusted: Sequence[Verifier], *, target: str, irregular: Sequence[str] = ()
+    bundle: FileTree | BundleListing, trusted: Sequence[Verifier], *, target: str, irregular: Sequence[str] = ()
 ) -> Verdict:
-    findings, entries = integrity_findings(tree, irregular)
-    present = [p for p in layout.ATTESTATION_FILES if p in tree.files]
+    listing = bundle if isinstance(bundle, BundleListing) else BundleListing.of_tree(bundle, irregular)
+    findings, entries = integrity_findings(listing)
+    present = [p for p in layout.ATTESTATION_FILES if p in listing.small]
     checked = len(entries)
     if not present:
         level = TrustLevel.TAMPERED if findings else TrustLevel.UNSIGNED
         return Verdict(target, ArtifactKind.BUNDLE, level, tuple(findings), files_checked=checked)
     if not trusted:
-        keys = sorted({k for p in present for k in _signer_ids(tree.files[p], p)})
+        keys = sorted({k for p in present for k in _signer_ids(listing.small[p], p)})
         note = f"signature by key(s) {', '.join(keys) or '?'} not checked: no trusted key given (--key, --trusted-keys)"
         level = TrustLevel.TAMPERED if findings else TrustLevel.UNSIGNED
         return Verdict(target, ArtifactKind.BUNDLE, level, tuple(findings), files_checked=checked, notes=(note,))
     signed_by: set[str] = set()
     payloads: set[bytes] = set()
-    manifest = read_manifest(tree) or {}
+    manifest = read_manifest(listing) or {}
+    digests = {path: facts.sha256 for path, facts in listing.facts.items()}
     for path in present:
-        statements, problems = _verify_attestation_bytes(tree.files[path], path, trusted)
+        statements, problems = _verify_attestation_bytes(listing.small[path], path, trusted)
         findings += problems
         for verified in statements:
             signed_by.update(verified.key_ids)
             payloads.add(verified.statement.to_payload())
-            findings += _check_subjects(verified.statement, tree.files, [layout.CHECKSUMS, layout.MANIFEST])
+            findings += _check_subject_digests(verified.statement, digests, [layout.CHECKSUMS, layout.MANIFEST])
             findings += _predicate_findings(verified.statement, manifest, path)
     if len(payloads) > 1:
         findings.append(Finding(layout.SIGSTORE, f"signs a different statement than {layout.INTOTO}"))
     level = TrustLevel.TAMPERED if findings else TrustLevel.VERIFIED
-    notes = missing_sidecar_notes({p: tree.files[p] for p in present}, layout.INTOTO, layout.SIGSTORE)
+    notes = missing_sidecar_notes({p: listing.small[p] for p in present}, layout.INTOTO, layout.SIGSTORE)
     return Verdict(
         target,
         ArtifactKind.BUNDLE,
