@@ -174,7 +174,11 @@ _DEPLOY_USAGE = f"""#   --dry-run           print every command instead of runni
 #   --retries N         retries per step after the first attempt (default 3)
 #   --retry-delay S     back-off base in seconds: S*n*n before retry n, at most 120 (default 5)
 #   --timeout DURATION  helm --wait, CRD, rollout and health timeout, as 30s, 10m, 1h (default {HELM_TIMEOUT})
-#   --skip-preflight    do not check tools, context, versions, namespaces, releases and CRDs first"""
+#   --skip-preflight    do not check tools, context, versions, namespaces, releases and CRDs first
+#   --verify-key FILE   first run `dsx verify` on this bundle with public key FILE ($DSX_CLI, default dsx);
+#                       deploy nothing unless it is verified (checked under --dry-run too)
+#   --verify-state FILE with --verify-key: the highest revision verified so far; an older bundle is refused
+#                       and a newer one recorded (keep FILE outside the bundle, one per cluster)"""
 
 _UNDEPLOY_USAGE = """#   --dry-run           print every command instead of running it (no cluster needed)
 #   --grace DURATION    how long controllers get to finalize deleted objects before their finalizers
@@ -293,15 +297,22 @@ check_cluster() {  # pre-flight shared by both scripts: tools, context, reachabi
 
 _DEPLOY_LIB = r"""
 wait_for=1 best_effort=0 dry_run=0 preflight=1 retries=3 retry_delay_s=5 timeout=__TIMEOUT__
+verify_key="" verify_state=""
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --no-wait) wait_for=0 ;;
     --best-effort) best_effort=1 ;;
     --dry-run) dry_run=1 ;;
     --skip-preflight) preflight=0 ;;
-    --retries|--retry-delay|--timeout)
+    --retries|--retry-delay|--timeout|--verify-key|--verify-state)
       [ "$#" -ge 2 ] || usage_error "$1 needs a value"
-      case "$1" in --retries) retries=$2 ;; --retry-delay) retry_delay_s=$2 ;; *) timeout=$2 ;; esac
+      case "$1" in
+        --retries) retries=$2 ;;
+        --retry-delay) retry_delay_s=$2 ;;
+        --verify-key) verify_key=$2 ;;
+        --verify-state) verify_state=$2 ;;
+        *) timeout=$2 ;;
+      esac
       shift ;;
     -h|--help) sed -n '2,/^set -euo/p' -- "$SCRIPT" | sed '$d'; exit 0 ;;
     *) usage_error "unknown argument: $1" ;;
@@ -311,6 +322,12 @@ done
 whole_number --retries "$retries"
 whole_number --retry-delay "$retry_delay_s"
 timeout_s=$(duration_s "$timeout") || usage_error "--timeout takes a duration such as 90s, 10m or 1h, got '$timeout'"
+if [ -n "$verify_state" ] && [ -z "$verify_key" ]; then usage_error "--verify-state goes with --verify-key"; fi
+if [ -n "$verify_key" ]; then  # before anything else: an unverified or rolled-back bundle deploys nothing
+  verify_args=(verify . --key "$verify_key")
+  if [ -n "$verify_state" ]; then verify_args+=(--state "$verify_state"); fi
+  "${DSX_CLI:-dsx}" "${verify_args[@]}" || die "the bundle did not verify (see above); nothing deployed"
+fi
 if [ "$wait_for" = 1 ]; then wait_args=(--wait --timeout "$timeout"); else wait_args=(); fi
 failed=() skipped=() unchecked=()
 

@@ -60,6 +60,12 @@ def parse_overrides(
 @click.option("--repo-path", default=".", show_default=True, metavar="PATH", help="Folder of the bundle inside --repo.")
 @click.option("--sign", is_flag=True, help="Write attestation/ with --key while building.")
 @click.option("--key", "key_path", type=click.Path(dir_okay=False), help="Private key for --sign.")
+@click.option(
+    "--sign-revision",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="With --sign: the publisher's revision in the signed statement (dsx verify --min-revision).",
+)
 @signing_cmd.passphrase_env_option("Environment variable holding the passphrase of an encrypted --key.")
 @click.option(
     "--set",
@@ -102,6 +108,7 @@ def bundle(
     repo_path: str,
     sign: bool,
     key_path: str | None,
+    sign_revision: int | None,
     passphrase_env: str,
     set_values: tuple[str, ...],
     system_selectors: tuple[str, ...],
@@ -123,6 +130,8 @@ def bundle(
 
     if sign != bool(key_path):
         raise BadInputError("--sign and --key go together: --sign --key KEYFILE")
+    if sign_revision is not None and not sign:
+        raise BadInputError("--sign-revision: only with --sign --key KEYFILE")
     chosen = parse_overrides(
         set_values, system_selectors, system_tolerations, accelerated_selectors, accelerated_tolerations
     )
@@ -139,5 +148,6 @@ def bundle(
         overrides=chosen,
         lint=not no_lint,
         load_signer=functools.partial(signing_cmd.load_signer, key_path, passphrase_env) if key_path else None,
+        sign_revision=sign_revision,
     )
     bundle_run.make_bundle(recipe, request)

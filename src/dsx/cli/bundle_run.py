@@ -57,6 +57,9 @@ class BundleRequest:
     lint: bool = True
     load_signer: Callable[[], KeySigner] | None = field(default=None, compare=False)
     """Called after lint passes (a refused recipe never asks for the key), None for no signature."""
+    sign_revision: int | None = None
+    """The publisher's revision in the signed statement (the signing time is `created_at`'s, if any:
+    a bundle stays byte-identical without SOURCE_DATE_EPOCH)."""
 
 
 def make_bundle(recipe: Recipe, request: BundleRequest) -> None:
@@ -92,9 +95,10 @@ def make_bundle(recipe: Recipe, request: BundleRequest) -> None:
     )
     files = render.render(recipe, Deployer(request.deployer), options)
     if signer is not None:
-        from dsx.signing import attest  # only when signing: an unsigned bundle needs none of dsx.signing
+        # only when signing: an unsigned bundle needs none of dsx.signing
+        from dsx.signing import attest, provenance
 
-        files = attest.attest_bundle(files, signer)
+        files = attest.attest_bundle(files, signer, provenance.Freshness(request.sign_revision, request.created_at))
     tree.write_tree(files, Path(request.output))
     say(f"wrote {request.deployer} bundle {request.output}: {len(files.files)} files, recipe {digest}")
     if signer is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -67,25 +68,46 @@ def keygen(prefix: str, algorithm: str, passphrase_env: str) -> None:
 @click.command()
 @click.option("--key", "key_path", required=True, type=click.Path(dir_okay=False), help="Private key file.")
 @passphrase_env_option("Environment variable holding the passphrase of an encrypted --key.")
+@click.option(
+    "--revision",
+    type=click.IntRange(min=0),
+    help="The publisher's revision, higher for every newer bundle or recipe; `dsx verify --min-revision` holds to it.",
+)
 @click.argument("path", type=click.Path())
-def sign(key_path: str, passphrase_env: str, path: str) -> None:
+def sign(key_path: str, passphrase_env: str, revision: int | None, path: str) -> None:
     """Sign a recipe file or a bundle directory.
 
     Writes PATH.intoto.jsonl and PATH.sigstore.json beside a file, or attestation/ inside a bundle.
+    The signed statement records when it was signed (SOURCE_DATE_EPOCH when set, else now) and
+    --revision when given, so an older signed copy can be refused (`dsx verify --min-revision`).
     """
+    from dsx.cli.bundle_run import source_date
     from dsx.files import signing as signing_files
+    from dsx.signing import provenance
 
     signer = load_signer(key_path, passphrase_env)
+    signed_at = source_date(os.environ) or datetime.now(UTC).replace(microsecond=0)
+    freshness = provenance.Freshness(revision, signed_at)
     target = Path(path)
     if target.is_dir():
-        written = signing_files.sign_bundle_directory(target, signer)
+        written = signing_files.sign_bundle_directory(target, signer, freshness)
     elif target.exists():
-        written = signing_files.sign_file(target, signer)
+        written = signing_files.sign_file(target, signer, freshness=freshness)
     else:
         raise BadInputError(f"{target}: not found")
     for written_path in written:
         click.echo(f"wrote {written_path}")
     click.echo(f"signed by key {signer.key_id}")
+
+
+def _instant(text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise BadInputError(f"--not-before: {text!r} is not an RFC 3339 time (e.g. 2026-12-01T00:00:00Z)") from exc
+    if at.tzinfo is None:
+        raise BadInputError(f"--not-before: {text!r} has no time zone; add Z or an offset")
+    return at.astimezone(UTC)
 
 
 def load_trusted(key_paths: tuple[str, ...], trusted_dir: str | None) -> list[TrustedKey]:
@@ -119,18 +141,54 @@ def render_verdict(verdict: Verdict) -> str:
 @click.option(
     "--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True, help="Verdict format."
 )
-def verify(path: str, key_paths: tuple[str, ...], trusted_dir: str | None, fmt: str) -> None:
+@click.option(
+    "--min-revision", type=click.IntRange(min=0), help="Refuse a signature whose revision is lower (or missing)."
+)
+@click.option(
+    "--not-before",
+    metavar="TIME",
+    help="Refuse a signature made before TIME (RFC 3339, e.g. 2026-12-01T00:00:00Z) or without a time.",
+)
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="The highest revision verified so far: refuse a lower one, and record this one once verified.",
+)
+def verify(
+    path: str,
+    key_paths: tuple[str, ...],
+    trusted_dir: str | None,
+    fmt: str,
+    min_revision: int | None,
+    not_before: str | None,
+    state_path: str | None,
+) -> None:
     """Verify a signed recipe, bundle directory or attestation offline.
 
-    Exit 0 only when verified; 1 when tampered or unsigned; 2 when the input cannot be read.
+    Exit 0 only when verified; 1 when tampered, unsigned or stale (older than --min-revision,
+    --not-before or the revision --state recorded); 2 when the input cannot be read.
     """
     from dsx.files import signing as signing_files
+    from dsx.signing import verify as verify_module
+    from dsx.signing.verdict import TrustLevel
 
     trusted = load_trusted(key_paths, trusted_dir)
+    state = Path(state_path) if state_path else None
+    rule = None
+    if min_revision is not None or not_before is not None or state is not None:
+        recorded = signing_files.read_verified_revision(state) if state is not None else None
+        floor, source = min_revision, "--min-revision"
+        if recorded is not None and (floor is None or recorded > floor):
+            floor, source = recorded, f"last verified, {state}"
+        rule = verify_module.FreshnessRule(floor, _instant(not_before) if not_before else None, source)
     try:
-        verdict = signing_files.verify_path(Path(path), trusted)
+        verdict = signing_files.verify_path(Path(path), trusted, rule)
     except NotFoundError as exc:
         raise BadInputError(str(exc)) from exc
+    if state is not None and verdict.level is TrustLevel.VERIFIED and verdict.revision is not None:
+        signing_files.record_verified_revision(state, path, verdict.revision)
     if fmt == "json":
         click.echo(serialization.dump_json(verdict.to_dict()), nl=False)
     else:

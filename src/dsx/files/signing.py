@@ -21,7 +21,7 @@ from dsx.errors import BadInputError, CheckFailedError, NotFoundError
 from dsx.file_tree import FileTree, read_tree
 from dsx.model import bundle_layout as layout
 from dsx.model import checksums
-from dsx.signing import attest, keys, sigstore, verify
+from dsx.signing import attest, keys, provenance, sigstore, verify
 from dsx.signing.keys import PASSPHRASE_ENV, KeySigner, TrustedKey
 from dsx.signing.signer import Algorithm, Signer, Verifier
 from dsx.signing.statement import Subject, sign_statement
@@ -90,24 +90,35 @@ def load_trusted_keys(directory: Path) -> list[TrustedKey]:
 # -- signing ---------------------------------------------------------------------------------------
 
 
-def sign_bundle_directory(directory: Path, signer: Signer | Sequence[Signer]) -> list[Path]:
+def sign_bundle_directory(
+    directory: Path, signer: Signer | Sequence[Signer], freshness: provenance.Freshness | None = None
+) -> list[Path]:
     """Write attestation/ into an existing bundle directory; returns the files written."""
     contents = read_tree(directory)
     if contents.irregular:
         raise CheckFailedError(f"{directory}: refusing to sign: {contents.irregular[0]} is not a regular file")
     kept = {p: b for p, b in contents.tree.files.items() if not layout.is_attestation(p)}
-    files = attest.attestation_files(attest.bundle_envelope(FileTree(kept, contents.tree.executables), signer))
+    envelope = attest.bundle_envelope(FileTree(kept, contents.tree.executables), signer, freshness)
+    files = attest.attestation_files(envelope)
     written = [_write(directory / rel, data) for rel, data in files.items()]
     for stale in set(layout.ATTESTATION_FILES) - set(files):
         (directory / stale).unlink(missing_ok=True)
     return written
 
 
-def sign_file(path: Path, signer: Signer | Sequence[Signer], *, created_at: str | None = None) -> list[Path]:
+def sign_file(
+    path: Path,
+    signer: Signer | Sequence[Signer],
+    *,
+    created_at: str | None = None,
+    freshness: provenance.Freshness | None = None,
+) -> list[Path]:
     """Sign a recipe file; the attestations go beside it as FILE.intoto.jsonl and FILE.sigstore.json."""
     document = serialization.load_mapping_file(path)
     attest.check_recipe(document, source=str(path))
-    sidecars = attest.recipe_sidecars(path.name, path.read_bytes(), document, signer, created_at=created_at)
+    sidecars = attest.recipe_sidecars(
+        path.name, path.read_bytes(), document, signer, created_at=created_at, freshness=freshness
+    )
     return [_write(path.with_name(name), data) for name, data in sidecars.items()]
 
 
@@ -154,7 +165,7 @@ def sidecar_paths(path: Path) -> list[Path]:
     return [path.with_name(name) for name in verify.sidecar_names(path.name)]
 
 
-def verify_path(path: Path, trusted: Sequence[Verifier]) -> Verdict:
+def verify_path(path: Path, trusted: Sequence[Verifier], freshness: verify.FreshnessRule | None = None) -> Verdict:
     """Dispatch on what `path` is: a bundle directory, an attestation, or a signed file."""
     if not path.exists():
         raise BadInputError(f"{path}: not found")
@@ -166,12 +177,35 @@ def verify_path(path: Path, trusted: Sequence[Verifier]) -> Verdict:
             and not any(p in listing.facts for p in layout.ATTESTATION_FILES)
         ):
             raise BadInputError(f"{path}: not a dsx bundle (no {layout.CHECKSUMS} or {layout.MANIFEST})")
-        return verify.verify_bundle_tree(listing, trusted, target=str(path))
+        return verify.verify_bundle_tree(listing, trusted, target=str(path), freshness=freshness)
     if path.name.endswith((verify.INTOTO_SUFFIX, verify.SIGSTORE_SUFFIX)):
         return verify.verify_attestation(_read_bytes(path), path.name, str(path), _beside(path), trusted)
     _read_bytes(path)
     sidecars = {p.name: _read_bytes(p) for p in sidecar_paths(path) if p.is_file()}
-    return verify.verify_signed(path.name, str(path), sidecars, _beside(path), trusted)
+    return verify.verify_signed(path.name, str(path), sidecars, _beside(path), trusted, freshness)
+
+
+STATE_SCHEMA = "dsx.run/verified/v1"
+
+
+def read_verified_revision(state: Path) -> int | None:
+    """The revision last verified into `state` (`dsx verify --state`); None when the file is new."""
+    if not state.exists():
+        return None
+    document = serialization.load_mapping_file(state)
+    revision = document.get("revision")
+    if document.get("schema") != STATE_SCHEMA or not isinstance(revision, int) or isinstance(revision, bool):
+        raise BadInputError(f"{state}: not a dsx verify state file (schema {STATE_SCHEMA}, an integer revision)")
+    return revision
+
+
+def record_verified_revision(state: Path, target: str, revision: int) -> None:
+    """Keep the highest revision verified so far: a later older bundle then fails against it."""
+    known = read_verified_revision(state)
+    if known is not None and known >= revision:
+        return
+    document = {"schema": STATE_SCHEMA, "target": target, "revision": revision}
+    _write(state, serialization.dump_json(document).encode())
 
 
 _CHUNK_BYTES = 1 << 20

@@ -28,8 +28,10 @@ def attestation_files(envelope: Envelope) -> dict[str, bytes]:
     return files
 
 
-def bundle_envelope(tree: FileTree, signer: Signer | Sequence[Signer]) -> Envelope:
-    """Sign checksums.txt and bundle.json of an intact bundle tree."""
+def bundle_envelope(
+    tree: FileTree, signer: Signer | Sequence[Signer], freshness: provenance.Freshness | None = None
+) -> Envelope:
+    """Sign checksums.txt and bundle.json of an intact bundle tree (with a revision and a time when given)."""
     findings, _ = verify.integrity_findings(tree)
     if findings:
         raise CheckFailedError("refusing to sign a bundle that fails its checksums: " + "; ".join(map(str, findings)))
@@ -38,14 +40,18 @@ def bundle_envelope(tree: FileTree, signer: Signer | Sequence[Signer]) -> Envelo
     recipe_file = str(manifest.get("recipe", {}).get("file", layout.RECIPE_COPY))
     recipe_bytes = tree.files.get(recipe_file, b"")
     predicate = provenance.bundle_predicate(manifest, hashlib.sha256(recipe_bytes).hexdigest())
+    if freshness is not None:
+        predicate = freshness.stamp(predicate)
     subjects = [Subject.of_bytes(name, tree.files[name]) for name in (layout.CHECKSUMS, layout.MANIFEST)]
     return sign_statement(subjects, provenance.SLSA_PROVENANCE_V1, predicate, signer)
 
 
-def attest_bundle(tree: FileTree, signer: Signer | Sequence[Signer]) -> FileTree:
+def attest_bundle(
+    tree: FileTree, signer: Signer | Sequence[Signer], freshness: provenance.Freshness | None = None
+) -> FileTree:
     """The same tree with fresh attestation files (any earlier ones replaced)."""
     kept = {p: b for p, b in tree.files.items() if not layout.is_attestation(p)}
-    envelope = bundle_envelope(FileTree(kept, tree.executables), signer)
+    envelope = bundle_envelope(FileTree(kept, tree.executables), signer, freshness)
     return FileTree({**kept, **attestation_files(envelope)}, tree.executables)
 
 
@@ -62,6 +68,7 @@ def recipe_sidecars(
     signer: Signer | Sequence[Signer],
     *,
     created_at: str | None = None,
+    freshness: provenance.Freshness | None = None,
 ) -> dict[str, bytes]:
     """The attestations of recipe file `name` (its bytes and decoded document), by the file name they go under.
 
@@ -69,6 +76,8 @@ def recipe_sidecars(
     """
     generator = str(document.get("metadata", {}).get("generator") or "dsx")
     predicate = provenance.recipe_predicate(document, generator, created_at)
+    if freshness is not None:
+        predicate = freshness.stamp(predicate)
     envelope = sign_statement([Subject.of_bytes(name, data)], provenance.SLSA_PROVENANCE_V1, predicate, signer)
     intoto_name, sigstore_name = verify.sidecar_names(name)
     sidecars = {intoto_name: envelope.to_json_line()}

@@ -4,11 +4,18 @@ The builder is dsx itself at its version; external parameters are what a user ch
 deployer, repository) and the recipe digest, so a verifier can tell not only that the bytes
 are intact but what they were generated for. Timestamps appear only when the caller passes
 one (SOURCE_DATE_EPOCH), keeping signed statements reproducible.
+
+Freshness (a rolled-back bundle or recipe must not verify as current): `dsx sign` records when it
+signed (`runDetails.metadata.finishedOn`) and, when given one, the publisher's monotonic revision
+(`externalParameters.revision`); `dsx verify --min-revision/--not-before/--state` holds a
+statement to them (`freshness_of`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
@@ -21,6 +28,50 @@ def builder(generator: str) -> dict[str, Any]:
     """`dsx/0.1.0` → builder id with the version, and the version map SLSA suggests."""
     version = generator.split("/", 1)[1] if "/" in generator else generator
     return {"id": f"{BUILDER_ID}@{version}", "version": {"dsx": version}}
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """What a signature says about its age: the publisher's revision and when it was signed."""
+
+    revision: int | None = None
+    signed_at: datetime | None = None
+    """UTC, whole seconds."""
+
+    def stamp(self, predicate: Mapping[str, Any]) -> dict[str, Any]:
+        """The predicate with the revision and the signing time written in."""
+        out = {**predicate}
+        definition = {**out.get("buildDefinition", {})}
+        if self.revision is not None:
+            definition["externalParameters"] = {**definition.get("externalParameters", {}), "revision": self.revision}
+        out["buildDefinition"] = definition
+        if self.signed_at is not None:
+            details = {**out.get("runDetails", {})}
+            details["metadata"] = {**details.get("metadata", {}), "finishedOn": format_time(self.signed_at)}
+            out["runDetails"] = details
+        return out
+
+
+def format_time(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def freshness_of(predicate: Mapping[str, Any]) -> Freshness:
+    """The revision and signing time a verified predicate carries (None where it carries none or junk)."""
+    definition = predicate.get("buildDefinition")
+    external = definition.get("externalParameters") if isinstance(definition, Mapping) else None
+    revision = external.get("revision") if isinstance(external, Mapping) else None
+    details = predicate.get("runDetails")
+    metadata = details.get("metadata") if isinstance(details, Mapping) else None
+    finished = metadata.get("finishedOn") if isinstance(metadata, Mapping) else None
+    signed_at = None
+    if isinstance(finished, str):
+        try:
+            signed_at = datetime.fromisoformat(finished.replace("Z", "+00:00"))
+        except ValueError:
+            signed_at = None
+    valid_revision = revision if isinstance(revision, int) and not isinstance(revision, bool) else None
+    return Freshness(valid_revision, signed_at)
 
 
 def _run_details(generator: str, created_at: str | None) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The answer of a verification: a trust level and the files or keys that broke it.
 
-Three levels, no shades: `verified` (a trusted key signed exactly these bytes), `unsigned`
+Four levels, no shades: `verified` (a trusted key signed exactly these bytes), `unsigned`
 (contents match their checksums but nobody vouches for them), `tampered` (something does not
-match; each finding names the file or key). Only `verified` exits 0.
+match; each finding names the file or key), `stale` (intact and signed, but older than the
+revision or time the verifier asked for: a rollback). Only `verified` exits 0.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class TrustLevel(enum.StrEnum):
     VERIFIED = "verified"
     UNSIGNED = "unsigned"
     TAMPERED = "tampered"
+    STALE = "stale"
 
 
 class ArtifactKind(enum.StrEnum):
@@ -54,6 +56,8 @@ class Verdict:
     signed_by: tuple[str, ...] = ()
     files_checked: int = 0
     notes: tuple[str, ...] = field(default=())
+    revision: int | None = None
+    """The publisher's revision the verified signature carries (None: it carries none)."""
 
     @property
     def exit_code(self) -> int:
@@ -68,4 +72,5 @@ class Verdict:
             "filesChecked": self.files_checked,
             "findings": [{"subject": f.subject, "problem": f.problem} for f in self.findings],
             "notes": list(self.notes),
+            **({"revision": self.revision} if self.revision is not None else {}),
         }

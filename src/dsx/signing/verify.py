@@ -13,6 +13,7 @@ import hashlib
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from dsx import serialization
@@ -27,6 +28,43 @@ from dsx.signing.verdict import ArtifactKind, Finding, TamperedError, TrustLevel
 
 INTOTO_SUFFIX = ".intoto.jsonl"
 SIGSTORE_SUFFIX = ".sigstore.json"
+
+
+@dataclass(frozen=True)
+class FreshnessRule:
+    """What `dsx verify` asks of a signature's age: a revision at least `min_revision` (from
+    `--min-revision` or the last one verified, `source` saying which) and a signing time not
+    before `not_before`. A statement that carries neither is older than any rule."""
+
+    min_revision: int | None = None
+    not_before: datetime | None = None
+    source: str = "--min-revision"
+
+    def findings(self, statement: Statement, where: str) -> list[Finding]:
+        carried = provenance.freshness_of(statement.predicate)
+        out = []
+        if self.min_revision is not None:
+            if carried.revision is None:
+                out.append(Finding(where, f"signed without a revision; {self.source} asks for {self.min_revision}"))
+            elif carried.revision < self.min_revision:
+                out.append(
+                    Finding(where, f"revision {carried.revision} is older than {self.min_revision} ({self.source})")
+                )
+        if self.not_before is not None:
+            asked = provenance.format_time(self.not_before)
+            if carried.signed_at is None:
+                out.append(Finding(where, f"signed without a time; --not-before asks for {asked} or later"))
+            elif carried.signed_at < self.not_before:
+                signed = provenance.format_time(carried.signed_at)
+                out.append(Finding(where, f"signed {signed}, before {asked} (--not-before)"))
+        return out
+
+
+def _level(findings: Sequence[Finding], stale: Sequence[Finding], *, signed: bool = True) -> TrustLevel:
+    if findings or not signed:
+        return TrustLevel.TAMPERED
+    return TrustLevel.STALE if stale else TrustLevel.VERIFIED
+
 
 ReadBeside = Callable[[str], bytes | None]
 """Reads a file beside the one verified, by name; None when it is missing or cannot be read."""
@@ -238,7 +276,12 @@ def _signer_ids(data: bytes, source: str) -> list[str]:
 
 
 def verify_bundle_tree(
-    bundle: FileTree | BundleListing, trusted: Sequence[Verifier], *, target: str, irregular: Sequence[str] = ()
+    bundle: FileTree | BundleListing,
+    trusted: Sequence[Verifier],
+    *,
+    target: str,
+    irregular: Sequence[str] = (),
+    freshness: FreshnessRule | None = None,
 ) -> Verdict:
     listing = bundle if isinstance(bundle, BundleListing) else BundleListing.of_tree(bundle, irregular)
     findings, entries = integrity_findings(listing)
@@ -256,6 +299,8 @@ def verify_bundle_tree(
     payloads: set[bytes] = set()
     manifest = read_manifest(listing) or {}
     digests = {path: facts.sha256 for path, facts in listing.facts.items()}
+    stale: list[Finding] = []
+    revisions: list[int | None] = []
     for path in present:
         statements, problems = _verify_attestation_bytes(listing.small[path], path, trusted)
         findings += problems
@@ -264,18 +309,21 @@ def verify_bundle_tree(
             payloads.add(verified.statement.to_payload())
             findings += _check_subject_digests(verified.statement, digests, [layout.CHECKSUMS, layout.MANIFEST])
             findings += _predicate_findings(verified.statement, manifest, path)
+            stale += freshness.findings(verified.statement, path) if freshness else []
+            revisions.append(provenance.freshness_of(verified.statement.predicate).revision)
     if len(payloads) > 1:
         findings.append(Finding(layout.SIGSTORE, f"signs a different statement than {layout.INTOTO}"))
-    level = TrustLevel.TAMPERED if findings else TrustLevel.VERIFIED
+    level = _level(findings, stale)
     notes = missing_sidecar_notes({p: listing.small[p] for p in present}, layout.INTOTO, layout.SIGSTORE)
     return Verdict(
         target,
         ArtifactKind.BUNDLE,
         level,
-        tuple(_unique(findings)),
+        tuple(_unique([*findings, *stale])),
         tuple(sorted(signed_by)),
         files_checked=checked,
         notes=tuple(notes),
+        revision=_lowest(revisions),
     )
 
 
@@ -308,6 +356,13 @@ def _predicate_findings(statement: Statement, manifest: Mapping[str, Any], sourc
     if isinstance(recipe, dict) and external.get("recipeDigest") != recipe.get("digest"):
         return [Finding(layout.MANIFEST, "recipe digest differs from the signed provenance")]
     return []
+
+
+def _lowest(revisions: Sequence[int | None]) -> int | None:
+    """The revision a verdict vouches for: the lowest any verified statement carries (none if one has none)."""
+    if not revisions or any(r is None for r in revisions):
+        return None
+    return min(r for r in revisions if r is not None)
 
 
 def _unique(findings: list[Finding]) -> list[Finding]:
@@ -360,7 +415,12 @@ def sidecar_names(name: str) -> list[str]:
 
 
 def verify_signed(
-    name: str, target: str, sidecars: Mapping[str, bytes], read: ReadBeside, trusted: Sequence[Verifier]
+    name: str,
+    target: str,
+    sidecars: Mapping[str, bytes],
+    read: ReadBeside,
+    trusted: Sequence[Verifier],
+    freshness: FreshnessRule | None = None,
 ) -> Verdict:
     """A file (a recipe) signed by `dsx sign`: its attestations (`sidecars`, by name) sit beside it and must name it."""
     if not sidecars:
@@ -371,6 +431,8 @@ def verify_signed(
         note = _no_key_note(data, first)
         return Verdict(target, ArtifactKind.FILE, TrustLevel.UNSIGNED, files_checked=1, notes=(note,))
     findings: list[Finding] = []
+    stale: list[Finding] = []
+    revisions: list[int | None] = []
     signed_by: set[str] = set()
     for sidecar, data in sidecars.items():
         statements, problems, _ = _check_beside(data, sidecar, read, trusted)
@@ -379,7 +441,10 @@ def verify_signed(
             signed_by.update(verified.key_ids)
             if name not in {s.name for s in verified.statement.subjects}:
                 findings.append(Finding(name, f"not a subject of {sidecar}"))
-    level = TrustLevel.TAMPERED if findings or not signed_by else TrustLevel.VERIFIED
+            stale += freshness.findings(verified.statement, sidecar) if freshness else []
+            revisions.append(provenance.freshness_of(verified.statement.predicate).revision)
+    level = _level(findings, stale, signed=bool(signed_by))
+    findings += stale
     intoto, sigstore_name = sidecar_names(name)
     notes = missing_sidecar_notes(dict(sidecars), intoto, sigstore_name)
     return Verdict(
@@ -390,4 +455,5 @@ def verify_signed(
         tuple(sorted(signed_by)),
         1,
         notes=tuple(notes),
+        revision=_lowest(revisions),
     )

@@ -47,6 +47,7 @@ def _run(bundle: FileTree, script: str, tmp_path: Path, *args: str) -> list[list
         path.write_text(RECORDER.format(log=log))
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
     env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp_path)}
+    env.update({k: v for k, v in os.environ.items() if k == "DSX_CLI"})
     result = subprocess.run(["bash", str(out / script), *args], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     lines = log.read_bytes().split(b"\n") if log.exists() else []
@@ -239,3 +240,32 @@ def test_scripts_are_shellcheck_clean(render_bundle: Callable[..., FileTree], tm
         [shellcheck, "--severity=style", "deploy.sh", "undeploy.sh"], cwd=tmp_path / "b", capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout
+
+
+def test_deploy_verifies_first_and_a_rolled_back_bundle_deploys_nothing(
+    small_recipe: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`deploy.sh --verify-key K --verify-state S` runs the real `dsx verify` before anything: revision 2
+    deploys and is recorded; revision 1 in its place is refused and helm is never called (issue 29)."""
+    from dsx.files import signing as signing_files
+    from dsx.signing import attest, provenance
+
+    paths = signing_files.write_key_pair(tmp_path / "keys" / "publisher", signing_files.Algorithm.ED25519)
+    signer = signing_files.load_signer(paths.private)
+    wrapper = tmp_path / "dsx-cli"
+    wrapper.write_text(f'#!/usr/bin/env bash\nexec {sys.executable} -m dsx "$@"\n')
+    wrapper.chmod(0o755)
+    state = tmp_path / "state" / "deployed.json"
+    rendered = render.render(small_recipe, Deployer.HELM)
+    args = ("--verify-key", str(paths.public), "--verify-state", str(state))
+
+    newer = attest.attest_bundle(rendered, signer, provenance.Freshness(revision=2))
+    monkeypatch.setenv("DSX_CLI", str(wrapper))
+    calls = _run(newer, "deploy.sh", tmp_path, *args)
+    assert any(c[:3] == ["helm", "upgrade", "--install"] for c in calls)
+    assert '"revision": 2' in state.read_text()
+    (tmp_path / "calls.log").unlink()
+    older = attest.attest_bundle(rendered, signer, provenance.Freshness(revision=1))
+    with pytest.raises(AssertionError, match="did not verify"):
+        _run(older, "deploy.sh", tmp_path, *args)
+    assert not (tmp_path / "calls.log").exists()  # nothing ran
