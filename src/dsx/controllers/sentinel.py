@@ -560,7 +560,8 @@ class SentinelRuntime:
         return pipeline_status.document(self.store, self.breaker)
 
     def ingest(self, events: Sequence[HealthEvent]) -> dict[str, Any]:
-        appended = self.ingestion.append(events)
+        actionable = any(quarantine.may_cordon(e) for e in events)
+        appended = self.ingestion.append(events, urgent=actionable)
         created = sum(1 for a in appended if a.created)
         self.telemetry.events_ingested.labels("http").inc(created)
         urgent = [a.sequence for a, e in zip(appended, events, strict=True) if a.created and quarantine.may_cordon(e)]

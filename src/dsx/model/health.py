@@ -24,7 +24,6 @@ Also here: the node state machine the pipeline drives (`NodeState`, `TRANSITIONS
 from __future__ import annotations
 
 import enum
-import functools
 import hashlib
 import json
 import logging
@@ -38,7 +37,7 @@ import msgspec
 
 from dsx import cel
 from dsx.errors import BadInputError, ConflictError, allowed_values_message
-from dsx.model import schema
+from dsx.model import lazy, schema
 
 SCHEMA_VERSION = 1
 
@@ -200,14 +199,14 @@ class HealthEvent:
         if problem:
             raise BadInputError(f"HealthEvent: {problem}")
 
-    @functools.cached_property
+    @lazy.cached_property
     def canonical_json(self) -> str:
         """The version-1 record (snake_case keys) as compact ASCII JSON with sorted keys: the stored
         form and the key's input, unchanged by the camelCase wire spelling so keys stay stable."""
         stored = dict(zip(_STORED_NAMES[:-1], self._values(), strict=True))  # all but the key
         return json.dumps(stored, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
-    @functools.cached_property
+    @lazy.cached_property
     def idempotency_key(self) -> str:
         """`sha256:` + hex digest of `canonical_json`: same content, same key, one stored copy."""
         return "sha256:" + hashlib.sha256(self.canonical_json.encode("ascii")).hexdigest()

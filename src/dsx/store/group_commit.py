@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from dsx.health.eventstore import Appended, EventStore
 from dsx.model.health import HealthEvent
 
-MAX_EVENTS_PER_ROUND = 5000
+MAX_EVENTS_PER_ROUND = 2000
 MAX_PENDING_EVENTS = 50_000
 
 
@@ -35,6 +35,8 @@ class _Request:
     """This caller writes the next rounds (it was first, or the last writer handed it the role)."""
     wake: threading.Event = field(default_factory=threading.Event)
     """Set once: when the request is committed, or when it becomes the writer."""
+    urgent: bool = False
+    """Carries an event that needs action: the next round takes it ahead of the queue."""
 
 
 class GroupCommit:
@@ -62,10 +64,11 @@ class GroupCommit:
         self.rounds = 0
         """Transactions committed (requests / rounds is the batching achieved)."""
 
-    def append(self, events: Sequence[HealthEvent]) -> list[Appended]:
+    def append(self, events: Sequence[HealthEvent], *, urgent: bool = False) -> list[Appended]:
+        """Store `events` (returns once committed); `urgent` ones go in the next round, ahead of the queue."""
         if not events:
             return []
-        request = _Request(events)
+        request = _Request(events, urgent=urgent)
         with self._room:
             # bounded: wait for room, unless nothing is queued (a single oversized request still goes)
             self._room.wait_for(lambda: self._pending_events + len(events) <= self._max_pending or not self._queue)
@@ -85,11 +88,7 @@ class GroupCommit:
         try:
             while not mine.done:
                 with self._lock:
-                    batch = [self._queue.popleft()]
-                    size = len(batch[0].events)
-                    while self._queue and size + len(self._queue[0].events) <= self._max_round:
-                        size += len(self._queue[0].events)
-                        batch.append(self._queue.popleft())
+                    batch = self._next_round()
                 self._commit(batch)
         finally:
             with self._lock:
@@ -99,6 +98,20 @@ class GroupCommit:
                     successor.wake.set()
                 else:
                     self._writing = False
+
+    def _next_round(self) -> list[_Request]:
+        """Urgent requests alone when any wait (a small, quick round), else the queue in order."""
+        urgent = [r for r in self._queue if r.urgent]
+        if urgent:
+            for request in urgent:
+                self._queue.remove(request)
+            return urgent
+        batch = [self._queue.popleft()]
+        size = len(batch[0].events)
+        while self._queue and size + len(self._queue[0].events) <= self._max_round:
+            size += len(self._queue[0].events)
+            batch.append(self._queue.popleft())
+        return batch
 
     def _commit(self, batch: list[_Request]) -> None:
         try:

@@ -96,3 +96,35 @@ def test_the_queue_is_bounded_but_an_oversized_request_still_goes_alone() -> Non
     appended = commit.append([event("n1", s) for s in range(5)])
     assert [a.sequence for a in appended] == [1, 2, 3, 4, 5]
     assert commit.append([]) == []
+
+
+def test_an_urgent_request_goes_in_the_next_round_ahead_of_the_queue() -> None:
+    """Behind a held round, ten routine requests then one urgent: the urgent one is the second round,
+    alone; the routine ones follow in order."""
+    store = SlowStore()
+    commit = GroupCommit(store, max_events_per_round=4)
+    stored: dict[str, list[int]] = {}
+
+    def post(name: str, events: list[HealthEvent], urgent: bool = False) -> None:
+        stored[name] = [a.sequence for a in commit.append(events, urgent=urgent)]
+
+    first = threading.Thread(target=post, args=("first", [event("n0", 0)]))
+    first.start()
+    while not store.calls:
+        threading.Event().wait(0.01)
+    routine = [threading.Thread(target=post, args=(f"r{i}", [event(f"r{i}", s) for s in range(2)])) for i in range(10)]
+    for thread in routine:
+        thread.start()
+    while commit._pending_events < 21:
+        threading.Event().wait(0.01)
+    fault = threading.Thread(target=post, args=("fault", [event("failing", 0)], True))
+    fault.start()
+    while commit._pending_events < 22:
+        threading.Event().wait(0.01)
+    store.gate.set()
+    for thread in (first, *routine, fault):
+        thread.join(10)
+    assert store.calls[:2] == [1, 1]  # the held round, then the urgent one alone
+    assert stored["fault"] == [2]  # stored before every routine event queued ahead of it
+    assert sorted(s for name, seqs in stored.items() if name.startswith("r") for s in seqs) == list(range(3, 23))
+    assert all(size <= 4 for size in store.calls[2:]) and sum(store.calls) == 22
