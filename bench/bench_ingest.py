@@ -15,7 +15,6 @@ Rounds alternate the two; medians are printed with the load average.
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))  # bench_scale: one home for the /proc readings
 
+from bench_scale import cpu_seconds, free_port, load_average  # noqa: E402
 from dsx import httpclient  # noqa: E402
 from dsx.controllers import monitors, sim_load  # noqa: E402
 from dsx.health import ingest  # noqa: E402
@@ -60,21 +61,6 @@ server.start()
 print("ready", flush=True)
 time.sleep(3600)
 """
-
-
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def post_fresh(url: str) -> Callable[[str], None]:

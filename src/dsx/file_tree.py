@@ -40,14 +40,10 @@ class DirectoryContents:
     irregular: tuple[str, ...]
 
 
-def read_tree(directory: Path) -> DirectoryContents:
-    """Every regular file under `directory`, keyed by forward-slash relative path."""
-    if not directory.exists():
-        raise NotFoundError(f"{directory}: not found")
-    if not directory.is_dir():
-        raise BadInputError(f"{directory}: not a directory")
-    files: dict[str, bytes] = {}
-    executables: set[str] = set()
+def list_tree(directory: Path) -> tuple[dict[str, os.stat_result], list[str]]:
+    """Every regular file under `directory` with its `lstat`, and the paths of everything else
+    (links, devices; a linked folder is not entered), without reading a byte of any file."""
+    regular: dict[str, os.stat_result] = {}
     irregular: list[str] = []
     try:
         for root, dirnames, filenames in os.walk(directory, followlinks=False):
@@ -57,15 +53,31 @@ def read_tree(directory: Path) -> DirectoryContents:
                     irregular.append((base / name).relative_to(directory).as_posix())
                     dirnames.remove(name)
             for name in filenames:
-                path = base / name
-                rel = path.relative_to(directory).as_posix()
-                mode = path.lstat().st_mode
-                if not stat.S_ISREG(mode):
+                info = (base / name).lstat()
+                rel = (base / name).relative_to(directory).as_posix()
+                if stat.S_ISREG(info.st_mode):
+                    regular[rel] = info
+                else:
                     irregular.append(rel)
-                    continue
-                files[rel] = path.read_bytes()
-                if mode & stat.S_IXUSR:
-                    executables.add(rel)
+    except OSError as exc:
+        raise BadInputError(f"{directory}: cannot read: {exc.strerror} ({exc.filename})") from exc
+    return regular, irregular
+
+
+def read_tree(directory: Path) -> DirectoryContents:
+    """Every regular file under `directory`, keyed by forward-slash relative path."""
+    if not directory.exists():
+        raise NotFoundError(f"{directory}: not found")
+    if not directory.is_dir():
+        raise BadInputError(f"{directory}: not a directory")
+    regular, irregular = list_tree(directory)
+    files: dict[str, bytes] = {}
+    executables: set[str] = set()
+    try:
+        for rel, info in regular.items():
+            files[rel] = (directory / rel).read_bytes()
+            if info.st_mode & stat.S_IXUSR:
+                executables.add(rel)
     except OSError as exc:
         raise BadInputError(f"{directory}: cannot read: {exc.strerror} ({exc.filename})") from exc
     return DirectoryContents(FileTree(files, frozenset(executables)), tuple(sorted(irregular)))

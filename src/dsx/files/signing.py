@@ -18,7 +18,7 @@ from typing import Any
 
 from dsx import atomic, serialization
 from dsx.errors import BadInputError, CheckFailedError, NotFoundError
-from dsx.file_tree import FileTree, read_tree
+from dsx.file_tree import FileTree, list_tree, read_tree
 from dsx.model import bundle_layout as layout
 from dsx.model import checksums
 from dsx.signing import attest, keys, provenance, sigstore, verify
@@ -217,28 +217,11 @@ def scan_bundle(directory: Path) -> verify.BundleListing:
     The listing comes from the directory alone (names, sizes, modes, link counts); only the files
     checksums.txt lists are read, each hashed in a stream, and checksums.txt, bundle.json and the
     attestation files are read whole up to `verify.MAX_SMALL_FILE_BYTES`. So a 4 GiB file nobody
-    listed is reported without a byte of it read. A file is opened without following a link and
-    its facts come from the open file, so a swap after the listing changes nothing."""
+    listed is reported without a byte of it read. A file is opened without following a link, and a
+    hashed file's size, mode and links come from the open file, not from the listing before it."""
     if not directory.is_dir():
         raise BadInputError(f"{directory}: not a directory")
-    regular: dict[str, os.stat_result] = {}
-    irregular: list[str] = []
-    try:
-        for root, dirnames, filenames in os.walk(directory, followlinks=False):
-            base = Path(root)
-            for name in list(dirnames):
-                if (base / name).is_symlink():
-                    irregular.append((base / name).relative_to(directory).as_posix())
-                    dirnames.remove(name)
-            for name in filenames:
-                info = (base / name).lstat()
-                rel = (base / name).relative_to(directory).as_posix()
-                if stat.S_ISREG(info.st_mode):
-                    regular[rel] = info
-                else:
-                    irregular.append(rel)
-    except OSError as exc:
-        raise BadInputError(f"{directory}: cannot read: {exc.strerror} ({exc.filename})") from exc
+    regular, irregular = list_tree(directory)
     small: dict[str, bytes] = {}
     unread: dict[str, str] = {}
     for rel in verify.small_files_wanted(sorted(regular)):

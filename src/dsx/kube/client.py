@@ -202,7 +202,9 @@ class KubeClient:
         """Each node's metadata only (name, labels, annotations, resourceVersion), paged: what a
         count or a label lookup needs, without decoding 20 KB of status per node."""
         selectors = {"labelSelector": _selector(labels)} if labels else {}
-        items, _ = watch.list_pages(self._http, "/api/v1/nodes", selectors, self.server, headers=_METADATA_ONLY)
+        items, _ = watch.list_pages(
+            self._http, "/api/v1/nodes", selectors, self.server, headers=_METADATA_ONLY, action="list nodes"
+        )
         return [{"metadata": item.get("metadata") or {}} for item in items]
 
     def get_node(self, name: str) -> dict[str, Any]:

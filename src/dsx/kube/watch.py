@@ -70,12 +70,13 @@ def list_pages(
     *,
     headers: Mapping[str, str] | None = None,
     page_size: int | None = None,
+    action: str = "",
 ) -> tuple[list[dict[str, Any]], str]:
     """Every object of a collection, `page_size` at a time, and the list's resourceVersion.
 
     A continue token that expired while paging (410) starts the list again once from the top,
     as client-go's pager does; the pages of one pass are one consistent snapshot."""
-    action = f"list {path}"
+    action = action or f"list {path}"
     for attempt in (1, 2):
         items: list[dict[str, Any]] = []
         token = ""

@@ -392,17 +392,7 @@ class SqlEventStore(abc.ABC):
                 (consumer, position, owner, now, limit - len(rows)),
             )
             rows += cur.fetchall()
-            if rows:
-                cur.executemany(
-                    "INSERT INTO deliveries (consumer, sequence, owner, lease_until, acked) VALUES (?, ?, ?, ?, 0)"
-                    " ON CONFLICT (consumer, sequence)"
-                    " DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until",
-                    [(consumer, int(row[0]), owner, now + lease_seconds) for row in rows],
-                )
-            claimed = self._rows("events", rows, _stored_event)
-            if len(claimed) < len(rows):
-                self._park_damaged(cur, consumer, position, {int(r[0]) for r in rows} - {e.sequence for e in claimed})
-        return claimed
+            return self._lease(cur, consumer, owner, position, rows, now + lease_seconds)
 
     def claim_these(
         self, consumer: str, owner: str, sequences: Sequence[int], *, lease_seconds: float = 30.0
@@ -428,16 +418,22 @@ class SqlEventStore(abc.ABC):
                     (consumer, *chunk, owner, now),
                 )
                 rows += cur.fetchall()
-            if rows:
-                cur.executemany(
-                    "INSERT INTO deliveries (consumer, sequence, owner, lease_until, acked) VALUES (?, ?, ?, ?, 0)"
-                    " ON CONFLICT (consumer, sequence)"
-                    " DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until",
-                    [(consumer, int(row[0]), owner, now + lease_seconds) for row in rows],
-                )
-            claimed = self._rows("events", rows, _stored_event)
-            if len(claimed) < len(rows):
-                self._park_damaged(cur, consumer, position, {int(r[0]) for r in rows} - {e.sequence for e in claimed})
+            return self._lease(cur, consumer, owner, position, rows, now + lease_seconds)
+
+    def _lease(
+        self, cur: Cursor, consumer: str, owner: str, position: int, rows: list[Any], until: float
+    ) -> list[StoredEvent]:
+        """Lease the claimed rows to `owner` until `until`; a row that does not parse is parked."""
+        if rows:
+            cur.executemany(
+                "INSERT INTO deliveries (consumer, sequence, owner, lease_until, acked) VALUES (?, ?, ?, ?, 0)"
+                " ON CONFLICT (consumer, sequence)"
+                " DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until",
+                [(consumer, int(row[0]), owner, until) for row in rows],
+            )
+        claimed = self._rows("events", rows, _stored_event)
+        if len(claimed) < len(rows):
+            self._park_damaged(cur, consumer, position, {int(r[0]) for r in rows} - {e.sequence for e in claimed})
         return claimed
 
     def _park_damaged(self, cur: Cursor, consumer: str, position: int, sequences: set[int]) -> None:
