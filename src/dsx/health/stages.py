@@ -173,7 +173,10 @@ class StageRunner:
 
         Why: the claim goes in sequence order, `batch_size` a step; behind a flood of 50,000
         routine events a fatal Xid would wait a hundred steps. The ingest path names the events
-        that need action (thread-safe); the rest still go in order."""
+        that need action (thread-safe); the rest still go in order. A stage that is off claims
+        nothing, so it keeps none."""
+        if not self.enabled:
+            return
         with self._urgent_lock:
             self._urgent.update(sequences)
         self.waker.poke()

@@ -271,3 +271,12 @@ def test_an_expedited_event_another_owner_holds_is_left_to_it(store) -> None:
     runner.expedite([2])
     assert runner.step() == 0
     assert handler.calls == []
+
+
+def test_a_stage_that_is_off_keeps_no_expedited_events(store) -> None:
+    store.append([xid("a")])
+    runner = stages.StageRunner(store, Recorder("quarantine"), owner="t", workers=0, enabled=False)
+    runner.expedite([1])
+    assert runner._urgent == set()
+    runner.step()
+    assert store.cursor("quarantine") == 1  # it follows (here: everything), claiming nothing
