@@ -101,10 +101,11 @@ def sign(key_path: str, passphrase_env: str, revision: int | None, path: str) ->
 
 
 def _instant(text: str) -> datetime:
-    try:
-        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise BadInputError(f"--not-before: {text!r} is not an RFC 3339 time (e.g. 2026-12-01T00:00:00Z)") from exc
+    from dsx.signing import provenance
+
+    at = provenance.parse_time(text)
+    if at is None:
+        raise BadInputError(f"--not-before: {text!r} is not an RFC 3339 time (e.g. 2026-12-01T00:00:00Z)")
     if at.tzinfo is None:
         raise BadInputError(f"--not-before: {text!r} has no time zone; add Z or an offset")
     return at.astimezone(UTC)

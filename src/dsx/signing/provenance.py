@@ -56,6 +56,14 @@ def format_time(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(text: str) -> datetime | None:
+    """An RFC 3339 time as `format_time` writes it (or with an offset); None when it is not one."""
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def freshness_of(predicate: Mapping[str, Any]) -> Freshness:
     """The revision and signing time a verified predicate carries (None where it carries none or junk)."""
     definition = predicate.get("buildDefinition")
@@ -64,12 +72,7 @@ def freshness_of(predicate: Mapping[str, Any]) -> Freshness:
     details = predicate.get("runDetails")
     metadata = details.get("metadata") if isinstance(details, Mapping) else None
     finished = metadata.get("finishedOn") if isinstance(metadata, Mapping) else None
-    signed_at = None
-    if isinstance(finished, str):
-        try:
-            signed_at = datetime.fromisoformat(finished.replace("Z", "+00:00"))
-        except ValueError:
-            signed_at = None
+    signed_at = parse_time(finished) if isinstance(finished, str) else None
     valid_revision = revision if isinstance(revision, int) and not isinstance(revision, bool) else None
     return Freshness(valid_revision, signed_at)
 
