@@ -37,7 +37,6 @@ import contextlib
 import json
 import logging
 import queue
-import signal
 import socket
 import socketserver
 import sys
@@ -52,6 +51,7 @@ from urllib.parse import unquote
 
 import h11
 
+from dsx import interrupts
 from dsx.api import security
 from dsx.errors import DeadlineExceededError, UnavailableError
 
@@ -696,12 +696,9 @@ def serve_asgi(
 ) -> None:
     """Serve `app` until SIGTERM or Ctrl-C."""
     server, running = asgi_server(app, authenticator, host=host, port=port, limits=limits)
-    stop = threading.Event()
-    for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda *_: stop.set())
     server.start("dsx-serve")
     try:
-        stop.wait()
+        interrupts.wait_for_stop(threading.Event())
     finally:
         server.stop()
         running.close()

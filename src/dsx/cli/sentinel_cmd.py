@@ -276,9 +276,8 @@ def run(
     """
     import dataclasses
     import os
-    import signal
 
-    from dsx import logs
+    from dsx import interrupts, logs
     from dsx.api import security
     from dsx.controllers import sentinel as runtime
     from dsx.controllers import sentinel_wiring
@@ -312,16 +311,13 @@ def run(
     )
     choice = sentinel_wiring.ClusterChoice(kubeconfig=Path(kubeconfig) if kubeconfig else None, sim_name=sim_name)
     sentinel_runtime = sentinel_wiring.build(options, choice)
-    done = sentinel_runtime.finished
-    for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda *_: done.set())
     sentinel_runtime.start()
     assert sentinel_runtime.http is not None
     # a record like every other line of the sentinel's log, so the whole log stays JSON
     logging.getLogger("dsx.sentinel").info(
         "serving", extra={"url": f"http://{host}:{sentinel_runtime.http.port}", "port": sentinel_runtime.http.port}
     )
-    done.wait()
+    interrupts.wait_for_stop(sentinel_runtime.finished)
     if sentinel_runtime.leadership_lost.is_set():
         os._exit(1)  # another replica may act now: stop this one's work mid-step rather than overlap
     sentinel_runtime.stop()
