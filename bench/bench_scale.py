@@ -296,36 +296,57 @@ def routine_events(fleet: list[str], start: int, count: int) -> list[HealthEvent
     ]
 
 
+def flood_sender(argv: list[str]) -> None:
+    """One flood sender, its own process (`--flood-sender URL INDEX FLEET_FILE`): STORE_ONLY batches
+    of `FLOOD_BATCH` as fast as the sentinel takes them, until SIGTERM; prints its counts as JSON.
+
+    A process, not a thread of this one: the senders are other machines in a fleet, and as threads
+    here they held this process's interpreter lock, so the node watch that times each cordon saw it
+    late by as much as the sentinel took."""
+    url, index, fleet_file = argv[0], int(argv[1]), Path(argv[2])
+    fleet = json.loads(fleet_file.read_text())
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda number, _frame: stopping.append(number))
+    sink = monitors.HttpSink(url, TOKEN, timeout_seconds=MASS_TIMEOUT_SECONDS)
+    accepted, problems, start = 0, [], index * 10_000_000
+    while not stopping:
+        batch = routine_events(fleet, start, FLOOD_BATCH)
+        start += FLOOD_BATCH
+        try:
+            sink.send(batch)
+        except errors.DsxError as exc:
+            problems.append(exc.message)
+            time.sleep(0.5)
+            continue
+        accepted += len(batch)
+    sink.close()
+    print(json.dumps({"accepted": accepted, "errors": len(problems), "first_error": problems[0] if problems else ""}))
+
+
 def flood(url: str, store_url: str, fleet: list[str], used: set[str], watcher: CordonWatch) -> dict[str, Any]:
-    """Fatal Xids posted while `FLOOD_SENDERS` senders post STORE_ONLY batches of `FLOOD_BATCH` as fast as
-    the sentinel takes them: each fault's post-to-cordon time, and how many routine events were stored
-    ahead of it and not yet seen by the quarantine stage when it was posted (its backlog)."""
-    stop = threading.Event()
-    accepted = [0] * FLOOD_SENDERS
-    problems: list[str] = []
-
-    def sender(index: int) -> None:
-        sink = monitors.HttpSink(url, TOKEN, timeout_seconds=MASS_TIMEOUT_SECONDS)
-        start = index * 10_000_000
-        while not stop.is_set():
-            batch = routine_events(fleet, start, FLOOD_BATCH)
-            start += FLOOD_BATCH
-            try:
-                sink.send(batch)
-            except errors.DsxError as exc:
-                problems.append(exc.message)
-                stop.wait(0.5)
-                continue
-            accepted[index] += len(batch)
-        sink.close()
-
-    threads = [threading.Thread(target=sender, args=(i,), daemon=True) for i in range(FLOOD_SENDERS)]
+    """Fatal Xids posted while `FLOOD_SENDERS` sender processes post STORE_ONLY batches of `FLOOD_BATCH` as
+    fast as the sentinel takes them: each fault's post-to-cordon time, split into the post's answer, the
+    sentinel's acknowledgement of its cordon (the quarantine stage record: after the PATCH returned) and
+    this process's watch seeing it; and how many routine events were stored ahead of it and not yet seen
+    by the quarantine stage when it was posted (its backlog)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(fleet, handle)
+    fleet_file = Path(handle.name)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    senders = [
+        subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--flood-sender", url, str(i), str(fleet_file)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(FLOOD_SENDERS)
+    ]
     reader = open_store(store_url)
     began = time.monotonic()
-    for thread in threads:
-        thread.start()
     samples: list[float] = []
     stored: list[float] = []
+    acked: list[float] = []
     backlogs: list[int] = []
     missed = 0
     try:
@@ -333,32 +354,43 @@ def flood(url: str, store_url: str, fleet: list[str], used: set[str], watcher: C
         sink = monitors.HttpSink(url, TOKEN, timeout_seconds=SAMPLE_TIMEOUT_SECONDS)
         for node in untouched(fleet, used, FLOOD_SAMPLES):
             backlogs.append(reader.last_sequence() - reader.cursor("quarantine"))
-            posted = time.monotonic()
+            fault = sim_load.fault_event(node, datetime.now(UTC))
+            posted, posted_wall = time.monotonic(), time.time()
             try:
-                sink.send([sim_load.fault_event(node, datetime.now(UTC))])
+                sink.send([fault])
                 stored.append(time.monotonic() - posted)
                 samples.append(watcher.wait_for([node], SAMPLE_TIMEOUT_SECONDS) - posted)
             except (RuntimeError, errors.DsxError):
                 missed += 1
+                continue
+            found = reader.find(fault.idempotency_key)
+            record = reader.stage_record("quarantine", found.sequence) if found else None
+            if record is not None:
+                acked.append(record.updated_at.timestamp() - posted_wall)
             time.sleep(0.5)
         sink.close()
     finally:
-        stop.set()
-        for thread in threads:
-            thread.join(MASS_TIMEOUT_SECONDS)
+        for process in senders:
+            process.send_signal(signal.SIGTERM)
+        counts = [json.loads(process.communicate(timeout=MASS_TIMEOUT_SECONDS)[0] or "{}") for process in senders]
         elapsed = time.monotonic() - began
         reader.close()
+        fleet_file.unlink()
+    problems = [c["first_error"] for c in counts if c.get("errors")]
     return {
         "senders": FLOOD_SENDERS,
+        "sender_processes": True,
         "batch": FLOOD_BATCH,
-        "routine_events_per_second": round(sum(accepted) / elapsed, 1),
-        "errors": len(problems),
+        "routine_events_per_second": round(sum(c.get("accepted", 0) for c in counts) / elapsed, 1),
+        "errors": sum(c.get("errors", 0) for c in counts),
         "first_error": problems[0] if problems else "",
         "samples": len(samples),
         "missed": missed,
         "quarantine_backlog_events_median": sorted(backlogs)[len(backlogs) // 2] if backlogs else None,
         "post_answered_p50_ms": round(percentile(stored, 0.50) * 1e3, 1) if stored else None,
         "post_answered_max_ms": round(max(stored) * 1e3, 1) if stored else None,
+        "cordon_acknowledged_p50_ms": round(percentile(acked, 0.50) * 1e3, 1) if acked else None,
+        "cordon_acknowledged_max_ms": round(max(acked) * 1e3, 1) if acked else None,
         "fault_to_cordon_p50_ms": round(percentile(samples, 0.50) * 1e3, 1) if samples else None,
         "fault_to_cordon_max_ms": round(max(samples) * 1e3, 1) if samples else None,
         "load_average": load_average(),
@@ -688,4 +720,7 @@ def plot(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--flood-sender"]:
+        flood_sender(sys.argv[2:])
+    else:
+        main()

@@ -276,6 +276,7 @@ def run(
     """
     import dataclasses
     import os
+    import sys
 
     from dsx import interrupts, logs
     from dsx.api import security
@@ -311,6 +312,7 @@ def run(
     )
     choice = sentinel_wiring.ClusterChoice(kubeconfig=Path(kubeconfig) if kubeconfig else None, sim_name=sim_name)
     sentinel_runtime = sentinel_wiring.build(options, choice)
+    sys.setswitchinterval(runtime.SWITCH_INTERVAL_SECONDS)
     sentinel_runtime.start()
     assert sentinel_runtime.http is not None
     # a record like every other line of the sentinel's log, so the whole log stays JSON

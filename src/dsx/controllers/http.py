@@ -57,6 +57,9 @@ class Routes:
     ingest: Callable[[Sequence[HealthEvent]], dict[str, Any]]
     """Appends parsed events; answers accepted, created and sequences."""
     authenticator: security.TokenAuthenticator
+    before_bulk: Callable[[], object] = lambda: None
+    """Called before a bulk post is parsed (holding `_BULK`): the runtime waits there, bounded, while
+    an event that needs action is on its way to a cordon."""
 
 
 class SentinelHttpServer:
@@ -123,7 +126,10 @@ class _Handler(server.HardenedHandler):
         if body is None:
             return
         try:
-            with _BULK if len(body) > BULK_BODY_BYTES else contextlib.nullcontext():
+            bulk = len(body) > BULK_BODY_BYTES
+            with _BULK if bulk else contextlib.nullcontext():
+                if bulk:
+                    self.routes.before_bulk()
                 document = serialization.parse_json(body, source="request body")
                 answer = self.routes.ingest(ingest.parse_document(document))
         except PayloadTooLargeError as exc:

@@ -159,6 +159,11 @@ class StageRunner:
         self._urgent: set[int] = set()
         """Sequences to claim at the next step ahead of the events before them (`expedite`)."""
         self._urgent_lock = threading.Lock()
+        self._urgent_in_hand: set[int] = set()
+        """Expedited events claimed and not yet acknowledged (their handlers run)."""
+        self._calm = threading.Event()
+        """Set while no expedited event waits or runs (`yield_to_urgent`)."""
+        self._calm.set()
 
     @property
     def name(self) -> str:
@@ -179,7 +184,21 @@ class StageRunner:
             return
         with self._urgent_lock:
             self._urgent.update(sequences)
+            if self._urgent:
+                self._calm.clear()
         self.waker.poke()
+
+    def yield_to_urgent(self, timeout_seconds: float) -> bool:
+        """Wait (at most `timeout_seconds`) until no expedited event waits or runs; False on timeout.
+
+        For work that can wait (parsing a bulk post of routine events): it is CPU in the same
+        interpreter as the cordon the expedited event is on its way to."""
+        return self._calm.wait(timeout_seconds)
+
+    def _settle_calm(self) -> None:
+        with self._urgent_lock:
+            if not self._urgent and not self._urgent_in_hand:
+                self._calm.set()
 
     def step(self) -> int:
         """Acknowledge finished work, then dispatch what is ready.
@@ -192,10 +211,17 @@ class StageRunner:
             return self.store.follow(self.handler.name, self.handler.upstream)
         progressed = self._flush() + self._collect()
         now = self._clock()
-        self._claim_urgent()
-        if self.store.last_sequence() > self._seen or now - self._claimed_at > self.lease_seconds / 3:
-            self._claim(now)
-        fresh = [stored for sequence, stored in sorted(self._known.items()) if sequence not in self._held]
+        urgent_nodes = self._claim_urgent()
+        if urgent_nodes:  # this step dispatches only their nodes: the ordered claim and the rest wait one step
+            fresh = [
+                stored
+                for sequence, stored in sorted(self._known.items())
+                if sequence not in self._held and stored.event.node_name in urgent_nodes
+            ]
+        else:
+            if self.store.last_sequence() > self._seen or now - self._claimed_at > self.lease_seconds / 3:
+                self._claim(now)
+            fresh = [stored for sequence, stored in sorted(self._known.items()) if sequence not in self._held]
         ready = {
             node: events
             for node, events in self._ready_by_node(fresh, now).items()
@@ -260,10 +286,11 @@ class StageRunner:
                 self._known.setdefault(stored.sequence, stored)
             self._seen = max(self._seen, stored.sequence)
 
-    def _claim_urgent(self) -> None:
+    def _claim_urgent(self) -> set[str]:
+        """Claim the expedited events; returns their nodes (empty when none was claimed)."""
         with self._urgent_lock:
             if not self._urgent:
-                return
+                return set()
             ordered = sorted(self._urgent)
             wanted, rest = ordered[: self.batch_size], ordered[self.batch_size :]
             self._urgent = set(rest)
@@ -277,6 +304,9 @@ class StageRunner:
         for stored in batch:  # `_seen` stays: the ordered claim still has everything before these to read
             if stored.sequence not in waiting:
                 self._known.setdefault(stored.sequence, stored)
+        self._urgent_in_hand.update(stored.sequence for stored in batch)
+        self._settle_calm()  # those another owner holds are its to hurry
+        return {stored.event.node_name for stored in batch}
 
     def _ready_by_node(self, fresh: Sequence[StoredEvent], now: float) -> dict[str, list[StoredEvent]]:
         """Per node, the leading events the upstream stage is done with.
@@ -331,6 +361,9 @@ class StageRunner:
         for result in outcomes:
             self._known.pop(result.sequence, None)
             self._attempts.pop(result.sequence, None)
+        if self._urgent_in_hand:
+            self._urgent_in_hand.difference_update(result.sequence for result in outcomes)
+            self._settle_calm()
         if dispatch.node in self._one_at_a_time and not any(
             stored.event.node_name == dispatch.node for stored in self._known.values()
         ):

@@ -241,3 +241,35 @@ def test_errors_are_json_records_never_raw_tracebacks(capfd: pytest.CaptureFixtu
     assert "RuntimeError: status is broken" in failed["exception"]
     doomed = next(r for r in records if r["message"] == "uncaught exception in thread doomed")
     assert "ZeroDivisionError" in doomed["exception"]
+
+
+def test_only_a_bulk_post_waits_for_the_urgent_work_before_it_is_parsed() -> None:
+    """`Routes.before_bulk` runs for a post over `BULK_BODY_BYTES` (before its parse), never for a
+    monitor's small poll: the runtime makes bulk routine traffic wait there while a fault is cordoned."""
+    store = InMemoryEventStore()
+    calls: list[int] = []
+
+    def accept(events: Sequence[HealthEvent]) -> dict[str, Any]:
+        appended = store.append(events)
+        return {"accepted": len(appended), "created": len(appended), "sequences": [a.sequence for a in appended]}
+
+    routes = http.Routes(
+        ready=lambda: None,
+        metrics=lambda: b"",
+        status=lambda: {},
+        ingest=accept,
+        authenticator=security.TokenAuthenticator(frozenset({security._digest(TOKEN)})),
+        before_bulk=lambda: calls.append(len(store.events(limit=100_000))),
+    )
+    running = http.SentinelHttpServer(routes, port=0)
+    running.start()
+    try:
+        small = json.dumps(ingest.to_document([xid(node="n0")])).encode()
+        big = json.dumps(ingest.to_document([xid(node=f"n{i}") for i in range(1, 400)])).encode()
+        assert len(small) < http.BULK_BODY_BYTES < len(big)
+        assert call(f"http://127.0.0.1:{running.port}/v1/events", body=small)[0] == 202
+        assert calls == []
+        assert call(f"http://127.0.0.1:{running.port}/v1/events", body=big)[0] == 202
+        assert calls == [1]  # called once, before the bulk post's events were stored
+    finally:
+        running.stop()

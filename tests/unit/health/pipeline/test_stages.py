@@ -247,7 +247,8 @@ def test_a_failing_bulk_settle_leaves_every_node_to_the_handler(store, caplog) -
 
 
 def test_an_expedited_event_is_handled_in_the_next_step_ahead_of_the_traffic_before_it(store) -> None:
-    """A fault behind 2,000 routine events: in order it would wait four steps of 500; expedited, one."""
+    """A fault behind 2,000 routine events: in order it would wait four steps of 500; expedited, one,
+    and that step dispatches the fault alone (the ordered batch waits a step, not the fault)."""
     handler = Recorder("quarantine")
     store.append([xid(f"busy-{i % 40}", "31", at=timedelta(seconds=i)) for i in range(2000)])
     (fault,) = store.append([xid("failing", "79")])
@@ -255,12 +256,51 @@ def test_an_expedited_event_is_handled_in_the_next_step_ahead_of_the_traffic_bef
     runner.expedite([fault.sequence])
     runner.step()
     handled = [s for _, sequences in handler.calls for s in sequences]
-    assert fault.sequence in handled
-    assert len(handled) <= 502  # the fault and one ordinary batch (500 + the held one), not the backlog
+    assert handled == [fault.sequence]
     drive(store, runner)
     handled = [s for _, sequences in handler.calls for s in sequences]
     assert sorted(handled) == list(range(1, 2002))  # everything else still handled, each once
     assert store.cursor("quarantine") == 2001
+
+
+def test_an_expedited_event_waits_behind_its_own_nodes_earlier_events(store) -> None:
+    """Per-node order holds: a node's claimed events before the fault go with it, in order."""
+    handler = Recorder("quarantine")
+    store.append([xid("failing", "31"), xid("other", "31")])
+    runner = stages.StageRunner(store, handler, owner="t", workers=0, batch_size=500)
+    runner.step()  # both claimed and handled in order
+    store.append([xid("failing", "31", at=timedelta(seconds=5)), xid("other", "31", at=timedelta(seconds=5))])
+    (fault,) = store.append([xid("failing", "79", at=timedelta(seconds=9))])
+    runner._claim(0.0)  # the routine ones are in hand, not yet dispatched
+    runner.expedite([fault.sequence])
+    runner.step()
+    assert handler.calls[-1] == ("failing", [3, fault.sequence])
+    drive(store, runner)
+    assert store.cursor("quarantine") == fault.sequence
+
+
+def test_work_that_can_wait_yields_until_the_expedited_event_is_handled(store) -> None:
+    """`yield_to_urgent` holds bulk parsing back from `expedite` until the handler finished the event."""
+    handler = Recorder("quarantine")
+    runner = stages.StageRunner(store, handler, owner="t", workers=0)
+    assert runner.yield_to_urgent(0.0)  # nothing expedited: no wait
+    (fault,) = store.append([xid("failing", "79")])
+    runner.expedite([fault.sequence])
+    assert not runner.yield_to_urgent(0.01)
+    runner.step()
+    assert handler.calls == [("failing", [fault.sequence])]
+    assert runner.yield_to_urgent(0.0)
+
+
+def test_an_expedited_event_that_is_not_finished_keeps_bulk_work_waiting(store) -> None:
+    handler = Recorder("quarantine", finish_after=1)  # the first call returns no outcome (a retry)
+    runner = stages.StageRunner(store, handler, owner="t", workers=0)
+    (fault,) = store.append([xid("failing", "79")])
+    runner.expedite([fault.sequence])
+    runner.step()
+    assert not runner.yield_to_urgent(0.01)
+    drive(store, runner)
+    assert runner.yield_to_urgent(0.0)
 
 
 def test_an_expedited_event_another_owner_holds_is_left_to_it(store) -> None:
@@ -271,6 +311,7 @@ def test_an_expedited_event_another_owner_holds_is_left_to_it(store) -> None:
     runner.expedite([2])
     assert runner.step() == 0
     assert handler.calls == []
+    assert runner.yield_to_urgent(0.0)  # another owner's event is not this one's to wait for
 
 
 def test_a_stage_that_is_off_keeps_no_expedited_events(store) -> None:
