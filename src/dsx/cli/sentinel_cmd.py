@@ -27,6 +27,7 @@ from dsx.cli import output as cli_output
 from dsx.cli import sentinel_render
 from dsx.cli.params import INT64_MAX, FiniteFloatRange, log_format_option
 from dsx.cli.sentinel_parse_cmd import parse
+from dsx.cli.sentinel_report_cmd import report
 from dsx.settings import folders
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ def sentinel() -> None:
 
 
 sentinel.add_command(parse)
+sentinel.add_command(report)
 
 
 # -- run -------------------------------------------------------------------------------------------

@@ -238,7 +238,7 @@ def parse_smi(text: str, *, source: str = "nvidia-smi report") -> SmiReport:
     """Read `nvidia-smi -q` text or `nvidia-smi -q -x` XML (detected from the first `<`)."""
     stripped = text.lstrip()
     root = _xml_tree(stripped, source) if stripped.startswith("<") else _text_tree(text)
-    gpus = [c for c in root.children if c.key == "gpu"]
+    gpus = [root] if root.key == "gpu" else [c for c in root.children if c.key == "gpu"]
     if not gpus:
         gpus = [Node("gpu", None, [c for c in root.children])]
     return SmiReport(
@@ -270,13 +270,21 @@ def _text_tree(text: str) -> Node:
     return root
 
 
+_XML_PROLOG = re.compile(r"^\s*(?:<\?xml[^>]{0,200}\?>\s*)?(?:<!DOCTYPE[^>\[]{0,200}>\s*)?")
+_ELISION = re.compile(r"^\s*(?:\.\.\.|\[\.\.\.\]|…)\s*$", re.MULTILINE)
+
+
 def _xml_tree(text: str, source: str) -> Node:
+    """The `-q -x` document, or a fragment of one (sections without the root, several GPUs
+    pasted one after the other, `...` elisions): read as the children of a root."""
     try:
-        element = defused.fromstring(text)  # refuses DTDs and entities: ElementTree alone expands internal ones
-    except defusedxml.DefusedXmlException as exc:
-        raise BadInputError(f"{source}: nvidia-smi XML declares entities or a DTD; refusing them: {exc}") from exc
+        element = _parse_xml(text, source)
     except defused.ParseError as exc:
-        raise BadInputError(f"{source}: not well-formed nvidia-smi XML: {exc}") from exc
+        fragment = _ELISION.sub("", _XML_PROLOG.sub("", text, count=1))
+        try:
+            element = _parse_xml(f"<nvidia_smi_log>{fragment}</nvidia_smi_log>", source)
+        except defused.ParseError:
+            raise BadInputError(f"{source}: not well-formed nvidia-smi XML: {exc}") from exc
 
     def convert(e: ElementTree.Element) -> Node:
         value = (e.text or "").strip() or None
@@ -285,6 +293,13 @@ def _xml_tree(text: str, source: str) -> Node:
         return node
 
     return convert(element)
+
+
+def _parse_xml(text: str, source: str) -> ElementTree.Element:
+    try:
+        return defused.fromstring(text)  # refuses DTDs and entities: ElementTree alone expands internal ones
+    except defusedxml.DefusedXmlException as exc:
+        raise BadInputError(f"{source}: nvidia-smi XML declares entities or a DTD; refusing them: {exc}") from exc
 
 
 def _gpu(node: Node) -> GpuReport:

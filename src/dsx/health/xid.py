@@ -338,17 +338,30 @@ class XidCatalog:
         action = self.bucket_actions[bucket]
         return Verdict(bucket, action, action is not RecommendedAction.NONE, in_catalog, **extra)
 
-    def classify(self, family: Family, code: int, message: str, driver: DriverVersion | None = None) -> Verdict:
-        """What a line with this code and message means; see the module docstring for the rules."""
+    def classify(
+        self,
+        family: Family,
+        code: int,
+        message: str,
+        driver: DriverVersion | None = None,
+        *,
+        stated_fatal: bool | None = None,
+    ) -> Verdict:
+        """What a line with this code and message means; see the module docstring for the rules.
+
+        `stated_fatal`: an SXid report's own severity (its `Severity N` line), used in place of the
+        message's Fatal/Non-fatal word when the message line was not read."""
         entry = self.entry(family, code)
         if entry is None:
-            worded = _worded_severity(message) if family is Family.SXID else None
+            worded = (
+                (_worded_severity(message) if stated_fatal is None else stated_fatal) if family is Family.SXID else None
+            )
             if worded is False:
                 return Verdict(self.unknown_bucket, RecommendedAction.NONE, False, False)
             return self.bucket_verdict(self.unknown_bucket, in_catalog=False)
         investigatory = entry.investigatory_action or None
         if family is Family.SXID:
-            worded = _worded_severity(message)
+            worded = _worded_severity(message) if stated_fatal is None else stated_fatal
             fatal = entry.nvs_class == "FATAL" if worded is None else worded
             if not fatal:
                 return Verdict(entry.immediate_action, RecommendedAction.NONE, False, True, None, investigatory)
@@ -810,7 +823,20 @@ _BANNER = re.compile(
     r"NVRM: loading NVIDIA UNIX [^\n]{0,80}?Kernel Module(?: for [\w-]{1,32})?\s{1,8}"
     r"(?P<version>\d{1,4}\.\d{1,4}(?:\.\d{1,4})?)(?!\d)"
 )
-_PID_NAME = re.compile(r"pid=(?P<pid>'<unknown>'|<unknown>|\d{1,10})(?:, |,|$)(?:name=(?P<name>.*?)(?:, |,|$))?")
+_PID_NAME = re.compile(
+    r"(?:pid=(?P<pid>'<unknown>'|<unknown>|\d{1,10})(?:, {0,16}|,|$))?(?:name=(?P<name>[^,]{0,256}?)(?:, {0,16}|,|$))?"
+)
+"""`pid=N, name=X, ` with any padding after the commas (`pid=1234,   name=python3`), or `name=` alone."""
+_MIG = re.compile(r"^(?P<pci>\S{1,32}) GPU-I:(?P<gi>\d{1,4})(?: GPU-CI:(?P<ci>\d{1,4}))?$")
+"""A MIG-attributed Xid's address: `PCI:0000:01:00 GPU-I:05` (NVIDIA's A100 memory error management
+guide), with the compute instance where the driver adds it (`GPU-CI:02`)."""
+_SXID_CONTINUATION = re.compile(r"(?:Severity (?P<severity>\d{1,3}) Engine instance (?P<instance>\d{1,4})|Data \{)")
+"""The lines the NVSwitch driver prints after an SXid's message (`_nvswitch_dump_error_entry` in
+open-gpu-kernel-modules' error_nvswitch.c): the error entry's severity (0 non-fatal, 1 fatal) and
+its raw data. Each carries the SXid number, none the message."""
+SXID_REPORT_LINES = 16
+"""Lines within which an SXid's message, Severity and Data lines are one report (other switches'
+reports may interleave)."""
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,9})(?!\d)")
 _NVLINK = re.compile(r"\blink (\d{1,4})\b", re.IGNORECASE)
 _CANONICAL_PCI = re.compile(
@@ -853,6 +879,14 @@ class XidRecord:
     """The NVSwitch device for SXids (`nvidia-nvswitch2`)."""
     primary_code: int | None = None
     """Xid 45's `caused by previous Xid N`."""
+    gpu_instance: int | None = None
+    """The MIG GPU instance a MIG-attributed Xid names (`GPU-I:05`)."""
+    compute_instance: int | None = None
+    """The MIG compute instance, where printed (`GPU-CI:02`)."""
+    continuation: bool = False
+    """An SXid report's Severity or Data line (not its message); `KernelLogReader` joins these."""
+    stated_severity: int | None = None
+    """An SXid Severity line's number (0 non-fatal, 1 fatal)."""
     nvlink: int | None = None
     hostname: str | None = None
     timestamp: datetime | None = None
@@ -898,6 +932,10 @@ class XidRecord:
             "recovery_action": self.verdict.recovery_action,
             "nvlink5_decode": decode.to_dict() if decode else None,
             "primary_code": self.primary_code,
+            "gpu_instance": self.gpu_instance,
+            "compute_instance": self.compute_instance,
+            "continuation": self.continuation,
+            "stated_severity": self.stated_severity,
             "nvlink": self.nvlink,
             "pid": self.pid,
             "process_name": self.process_name,
@@ -943,15 +981,42 @@ class _Opened:
     """Lines fed since the opener, of any kind."""
 
 
+@dataclass
+class _SxidReport:
+    """The lines of one SXid report read so far (message, Severity, Data)."""
+
+    last: int
+    """`KernelLogReader._fed` at its latest line."""
+    message_seen: bool
+    severity_seen: bool
+    told: bool
+    """Its record was returned (at the message line, or at the Severity line when that came first)."""
+    lines: list[str] = field(default_factory=list)
+
+
 class KernelLogReader:
     """Reads consecutive lines of one kernel log: joins the multi-line lost-GPU message and takes
     the driver version from the NVRM banner, which beats the one it was given (configuration or
-    node label) from then on, because it names the driver that printed the lines after it."""
+    node label) from then on, because it names the driver that printed the lines after it.
+
+    An SXid report (its message line, then `Severity N ...` and `Data {...}` lines with the same
+    switch, address and number, within `SXID_REPORT_LINES`) gives one record: the message's,
+    judged by its Fatal/Non-fatal word. Where the Severity line comes first (the message lost or
+    printed later), the record is returned there, judged by the severity the driver states; the
+    message joins it without a second record. A second message or Severity line of the same error
+    starts the next report (the driver prints one of each per report). A Data line that opens a
+    report gives a record that is never fatal (its code and address, no verdict); the report's
+    verdict still comes after it."""
+
+    MAX_OPEN_REPORTS = 256
 
     def __init__(self, xid_catalog: XidCatalog | None = None, driver: DriverVersion | None = None) -> None:
         self.catalog = xid_catalog or default_catalog()
         self.driver = driver
         self._opened: _Opened | None = None
+        self._fed = 0
+        self._reports: dict[tuple[Any, ...], _SxidReport] = {}
+        """Open SXid reports by (switch, address, number, link or engine instance)."""
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready state to resume from: the banner's driver version and an open multi-line message."""
@@ -977,6 +1042,7 @@ class KernelLogReader:
 
     def feed(self, line: str, line_number: int = 0) -> XidRecord | None:
         """The record this line completes, or None."""
+        self._fed += 1
         opened = self._opened
         if opened is not None:
             opened.seen += 1
@@ -987,6 +1053,8 @@ class KernelLogReader:
             self.driver = banner
             return None
         record = parse_line(line, line_number, self.catalog, self.driver)
+        if record is not None and record.family is Family.SXID:
+            return self._sxid(record)
         if record is not None or "NVRM" not in line:
             return record
         for message in self.catalog.multi_line:
@@ -1000,6 +1068,53 @@ class KernelLogReader:
         if opened is not None:
             opened.lines.append((line_number, line.rstrip("\r\n")))
         return None
+
+    def _sxid(self, record: XidRecord) -> XidRecord | None:
+        """One record per SXid report; see the class docstring."""
+        if self._reports:
+            self._reports = {k: r for k, r in self._reports.items() if self._fed - r.last <= SXID_REPORT_LINES}
+        base = (record.device, record.pci_bdf or record.pci_address, record.code)
+        severity = record.stated_severity is not None
+        key, report = self._report_for(base, record, severity)
+        if report is None:
+            if len(self._reports) >= self.MAX_OPEN_REPORTS:
+                del self._reports[min(self._reports, key=lambda k: self._reports[k].last)]
+            says = not record.continuation or severity
+            self._reports[key] = _SxidReport(self._fed, not record.continuation, severity, says, [record.raw])
+            return record  # a Data line opening a report: a record that is never fatal, the verdict still to come
+        report.last = self._fed
+        report.lines.append(record.raw)
+        report.message_seen = report.message_seen or not record.continuation
+        report.severity_seen = report.severity_seen or severity
+        if report.told or (record.continuation and not severity):
+            return None
+        report.told = True
+        return replace(record, raw="\n".join(report.lines), lines=len(report.lines))
+
+    def _report_for(
+        self, base: tuple[str | None, str | None, int], record: XidRecord, severity: bool
+    ) -> tuple[tuple[Any, ...], _SxidReport | None]:
+        """The open report this line belongs to (None: it starts one), and that report's key.
+
+        A message names its link (`Link 37`), a Severity line its engine instance (37 for a link's
+        error): they meet on (switch, address, number, link). A Data line names neither and joins
+        the latest report of its switch, address and number; so does a Severity line or a message
+        when that report has no link yet (opened by a Data line, or a message that named none)."""
+        latest = max((k for k in self._reports if k[:3] == base), key=lambda k: self._reports[k].last, default=None)
+        if record.continuation and not severity:
+            return (latest or (*base, None)), (self._reports[latest] if latest else None)
+        link = record.nvlink if not record.continuation else _engine_instance(record.message)
+        key = (*base, link)
+        report = self._reports.get(key)
+        if report is None and latest is not None and latest[3] is None:
+            opened = self._reports[latest]  # opened by a Data line, or by a message that named no link
+            if (severity and not opened.severity_seen) or (not record.continuation and not opened.message_seen):
+                key, report = latest, opened
+        if report is not None and (
+            (not record.continuation and report.message_seen) or (severity and report.severity_seen)
+        ):
+            return key, None  # a second message (or Severity) line: the next report of the same error
+        return key, report
 
     def _close(self, message: MultiLineMessage, line: str, line_number: int) -> XidRecord | None:
         opened, self._opened = self._opened, None
@@ -1015,6 +1130,12 @@ class KernelLogReader:
                 lost, None, _after_marker(line), line, line_number, self.catalog, line[: line.find("NVRM")]
             )
         return replace(record, raw="\n".join(text for _, text in parts), lines=len(parts))
+
+
+def _engine_instance(message: str) -> int | None:
+    """A Severity line's engine instance (`Severity 1 Engine instance 37 ...` → 37)."""
+    match = _SXID_CONTINUATION.match(message)
+    return int(match.group("instance")) if match and match.group("instance") else None
 
 
 def _after_marker(line: str) -> str:
@@ -1048,13 +1169,23 @@ def parse_line(
     pid = name = None
     if family is Family.XID:
         pid_match = _PID_NAME.match(rest)
-        if pid_match:
+        if pid_match and pid_match.end() > 0:
             pid_text, name = pid_match.group("pid"), pid_match.group("name")
-            pid = int(pid_text) if pid_text.isdigit() else None
-            name = None if name in (None, "<unknown>", "'<unknown>'") else name
+            pid = int(pid_text) if pid_text and pid_text.isdigit() else None
+            name = None if name in (None, "", "<unknown>", "'<unknown>'") else name.strip()
             rest = rest[pid_match.end() :].strip()
-    pci = _printed_pci(fields.get("pci"))
-    verdict = xid_catalog.classify(family, code, rest, driver)
+    printed = (fields.get("pci") or "").strip()
+    mig = _MIG.match(printed)
+    pci = _printed_pci(mig.group("pci").removeprefix("PCI:") if mig else printed)
+    continuation = _SXID_CONTINUATION.match(rest) if family is Family.SXID else None
+    severity = int(continuation.group("severity")) if continuation and continuation.group("severity") else None
+    if continuation is not None and severity is None:  # a Data line states no severity: never a verdict
+        known = xid_catalog.entry(family, code)
+        bucket = known.immediate_action if known else xid_catalog.unknown_bucket
+        verdict = Verdict(bucket, RecommendedAction.NONE, False, known is not None)
+    else:
+        stated = None if severity is None else severity >= 1
+        verdict = xid_catalog.classify(family, code, rest, driver, stated_fatal=stated)
     entry = xid_catalog.entry(family, code)
     caused_by = _CAUSED_BY.search(rest) if code == 45 else None
     nvlink = _NVLINK.search(rest)
@@ -1075,6 +1206,10 @@ def parse_line(
         process_name=name,
         device=fields.get("device"),
         primary_code=int(caused_by.group(1)) if caused_by else None,
+        gpu_instance=int(mig.group("gi")) if mig else None,
+        compute_instance=int(mig.group("ci")) if mig and mig.group("ci") else None,
+        continuation=continuation is not None,
+        stated_severity=severity,
         nvlink=link,
         raw=line,
         **_read_prefix(line[:start]),

@@ -382,10 +382,12 @@ class _Reader:
     def feed(self, line: lines.LogLine) -> None:
         text = line.text
         stripped = text.lstrip()
-        if stripped[:1].isdigit() and self._row(line, stripped):
+        table = self.open.get(line.stream)
+        leading = table is not None and table.columns[:1] != ("size",)
+        if (stripped[:1].isdigit() or leading) and not stripped.startswith("#") and self._row(line, stripped):
             return
         body = stripped.lstrip("#").strip()
-        if body.startswith("size") and "busbw" in body:
+        if "busbw" in body and "size" in body.split() and "count" in body.split():
             self._header(line, body)
             return
         if "Out of bounds values" in text or "Avg bus bandwidth" in text:
@@ -407,10 +409,11 @@ class _Reader:
 
     def _row(self, line: lines.LogLine, stripped: str) -> bool:
         tokens = stripped.split()
-        if len(tokens) < 6 or not tokens[1].isdigit():
-            return False
         table = self.open.get(line.stream)
         columns = table.columns if table else _CURRENT_COLUMNS
+        lead = columns.index("size")  # the header's columns before `size` (a rank, a host) are read as named
+        if len(tokens) < lead + 6 or not tokens[lead].isdigit() or not tokens[lead + 1].isdigit():
+            return False
         row = _parse_row(tokens, columns, line.number)
         if row is None:
             return False
@@ -551,19 +554,59 @@ def _optional_float(text: str | None) -> float | None:
     return lines.parse_number(text)
 
 
-def _infer_collective(rows: Sequence[ResultRow]) -> str | None:
-    """Name an unnamed table from what its rows show, only where that is unambiguous.
+TYPE_BYTES = {
+    "int8": 1,
+    "uint8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "float": 4,
+    "float32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "double": 8,
+    "float64": 8,
+}
+"""nccl-tests' data types (`-d`) and their element sizes (`wordSize` in nccl-tests' common.cu)."""
 
-    root >= 0 with redop `none` is a broadcast, with a reduction op a reduce. root -1 with a
-    reduction op is an all-reduce when busbw >= algbw (factor 2(n-1)/n >= 1 for n >= 2) and a
-    reduce-scatter when busbw < algbw. `none` with root -1 (all-gather or alltoall) stays unknown.
+
+def elements_per_count(row: ResultRow) -> float | None:
+    """size / (count × element size): 1 for all_reduce, broadcast and reduce, the rank count for
+    reduce_scatter, all_gather and alltoall (nccl-tests prints the whole buffer's bytes beside one
+    rank's count); None for a type it does not know or a zero count."""
+    width = TYPE_BYTES.get(row.type.lower())
+    if width is None or row.count == 0:
+        return None
+    return row.size_bytes / (row.count * width)
+
+
+def _infer_collective(rows: Sequence[ResultRow]) -> str | None:
+    """Name an unnamed table from what its rows show, only where every row agrees and nothing rules
+    the name out.
+
+    The rows' size/count ratio (`elements_per_count`) must be the same on every row with a count:
+    1 allows all_reduce, broadcast, reduce; n > 1 (the rank count) reduce_scatter, all_gather,
+    alltoall. root >= 0 with redop `none` is a broadcast, with a reduction op a reduce (ratio 1).
+    root -1 with a reduction op: all_reduce at ratio 1 with busbw/algbw = 2(n-1)/n >= 1, or
+    reduce_scatter at ratio n with busbw/algbw = (n-1)/n. `none` with root -1 (all_gather or
+    alltoall) stays unknown; so does anything the rows contradict.
     """
     if not rows:
         return None
     first = rows[0]
-    if first.redop is None:
+    if first.redop is None or any((r.redop, r.root, r.type) != (first.redop, first.root, first.type) for r in rows):
         return None
+    ratios = {round(ratio, 3) for r in rows if r.count and (ratio := elements_per_count(r)) is not None}
+    if len(ratios) > 1:
+        return None
+    ratio = ratios.pop() if ratios else None
     if first.root is not None and first.root >= 0:
+        if ratio not in (None, 1.0):
+            return None
         return "broadcast" if first.redop == "none" else "reduce"
     if first.redop == "none":
         return None
@@ -571,4 +614,11 @@ def _infer_collective(rows: Sequence[ResultRow]) -> str | None:
     algbw, busbw = biggest.out_of_place.algbw_gbps, biggest.out_of_place.busbw_gbps
     if not algbw or busbw is None or busbw == 0:
         return None
-    return "all_reduce" if busbw / algbw >= 0.995 else "reduce_scatter"
+    factor = busbw / algbw
+    if factor >= 0.995:
+        return "all_reduce" if ratio in (None, 1.0) else None
+    if ratio is None:
+        return "reduce_scatter"
+    if ratio > 1 and abs(factor - (ratio - 1) / ratio) <= 0.02:
+        return "reduce_scatter"
+    return None

@@ -447,3 +447,58 @@ def test_streamed_pieces_compose_to_format_run() -> None:
     )
     assert streamed == nccl_writer.format_run("alltoall", rows)
     assert all(r.in_place is not None and r.in_place.wrong is None for r in nccl.parse(streamed).tables[0].rows)
+
+
+# --- collective inference against counts, and headers with leading columns -------------------------
+
+
+def unnamed(text: str) -> str:
+    """The log without the lines that name the binary: the collective must be read off the rows."""
+    return "\n".join(line for line in text.split("\n") if "_perf" not in line)
+
+
+def test_counts_that_rule_all_reduce_out_leave_the_collective_unknown() -> None:
+    """Sample 07's all_gather rows (size = 8 x count x 4 bytes: eight ranks' buffers) under a modern
+    header with `redop sum` and `root -1`: busbw = algbw looks like all_reduce, the counts rule it out."""
+    text = unnamed(sample("07-allgather-v100-outofbounds-FAILED.log"))
+    text = text.replace("count    type     time", "count    type   redop    root     time")
+    text = text.replace("134217728   float    29122", "134217728   float     sum      -1    29122")
+    (table,) = nccl.parse(text).tables
+    assert len(table.rows) == 1 and table.rows[0].redop == "sum"
+    assert nccl.elements_per_count(table.rows[0]) == 8.0
+    assert (table.collective, table.collective_inferred) == (None, False)
+
+
+def test_reduce_scatter_is_inferred_only_where_counts_and_busbw_agree() -> None:
+    header = "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong"
+    agree = "  268435456  8388608  float  sum  -1  2000.0  134.22  117.44  0  2000.0  134.22  117.44  0"
+    clash = "  268435456  8388608  float  sum  -1  2000.0  134.22   67.11  0  2000.0  134.22   67.11  0"
+    (table,) = nccl.parse(f"{header}\n{agree}\n").tables  # ratio 8, busbw/algbw = 7/8
+    assert (table.collective, table.collective_inferred) == ("reduce_scatter", True)
+    (table,) = nccl.parse(f"{header}\n{clash}\n").tables  # ratio 8 but busbw/algbw = 1/2
+    assert table.collective is None
+
+
+def test_an_all_reduce_with_matching_counts_is_still_inferred() -> None:
+    (table,) = nccl.parse(unnamed(sample("01-allreduce-h100-2node-gcp-a3mega.log"))).tables
+    assert (table.collective, table.collective_inferred) == ("all_reduce", True)
+    assert {nccl.elements_per_count(r) for r in table.rows} == {1.0}
+
+
+def test_a_header_with_a_leading_column_reads_every_row_by_its_names() -> None:
+    """Sample 01 with a `host` column before `size` (as a wrapper that labels rows prints it): the
+    header names the columns, so the same rows and values come out."""
+    original = sample("01-allreduce-h100-2node-gcp-a3mega.log")
+    (expected,) = nccl.parse(original).tables
+    out = []
+    for line in original.split("\n"):
+        if line.startswith("#       size"):
+            line = "#  host      size" + line[len("#       size") :]
+        elif line.strip()[:1].isdigit() and len(line.split()) == 13:
+            line = "  a3mega-1  " + line
+        out.append(line)
+    (table,) = nccl.parse("\n".join(out)).tables
+    assert [(r.size_bytes, r.out_of_place.busbw_gbps, r.in_place) for r in table.rows] == [
+        (r.size_bytes, r.out_of_place.busbw_gbps, r.in_place) for r in expected.rows
+    ]
+    assert table.max_busbw_gbps == expected.max_busbw_gbps == 338.82

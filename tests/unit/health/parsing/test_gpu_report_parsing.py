@@ -279,3 +279,27 @@ def test_every_finding_kind_has_a_verdict_and_fatal_ones_act() -> None:
     assert set(gpu_reports.VERDICTS) == set(FindingKind)
     for fatal, action in gpu_reports.VERDICTS.values():
         assert fatal == (action is not RecommendedAction.NONE)
+
+
+def test_an_xml_fragment_without_its_root_is_read() -> None:
+    """A pasted part of `nvidia-smi -q -x` (several sibling elements) reads as one GPU's sections."""
+    text = read("nvidia-smi", "11-xml-fragment-a100-535-checkmk.xml").split("\n", 1)[1]
+    report = gpu_reports.parse_smi(text)
+    (gpu,) = report.gpus
+    assert gpu.ecc == gpu_reports.EccCounts(0, 0, 0, 0)
+    assert gpu.retired_pages is None or gpu.retired_pages.pending is None
+    assert gpu.remapped_rows is None or gpu.remapped_rows.pending is None
+    assert report.findings() == []
+
+
+def test_a_single_gpu_element_keeps_its_bus_id() -> None:
+    whole = read("nvidia-smi", "10-constructed-xml-two-gpus.xml")
+    start = whole.index("<gpu id=")
+    end = whole.index("</gpu>", start) + len("</gpu>")
+    report = gpu_reports.parse_smi(whole[start:end])
+    assert [g.pci_bus_id for g in report.gpus] == ["00000000:10:1C.0"]
+
+
+def test_xml_that_is_not_a_fragment_either_is_refused_naming_the_source() -> None:
+    with pytest.raises(BadInputError, match=r"smi\.xml: not well-formed nvidia-smi XML"):
+        gpu_reports.parse_smi("<ecc_errors><volatile>", source="smi.xml")

@@ -48,6 +48,8 @@ def test_verdict_is_what_the_catalog_says(row: dict[str, str]) -> None:
         recovery = CATALOG.recovery_action(record.message)
         assert recovery is not None
         assert record.recommended_action is recovery.action
+    elif record.continuation:  # an SXid report's Severity line states it; a Data line states none
+        assert record.is_fatal == (record.stated_severity is not None and record.stated_severity >= 1)
     elif record.family is xid.Family.SXID:  # without a Fatal/Non-fatal word the NVS class decides
         assert record.is_fatal == (entry.nvs_class == "FATAL")
     else:
