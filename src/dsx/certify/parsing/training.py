@@ -458,7 +458,7 @@ class _OpenRun:
         if self.resumed_from_step is not None:
             base = self.resumed_from_step
         elif self.index == 0 or self.first_step is None:
-            base = 0
+            base = -1 if self.first_step == 0 else 0  # a framework that counts from 0 (nanoGPT) warms up at 0
         else:
             base = self.first_step - 1
         warmup = tuple(s.step for s in self.steps if base < s.step <= base + warmup_steps)

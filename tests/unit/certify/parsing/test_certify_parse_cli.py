@@ -57,6 +57,8 @@ TRAINING = {
     "05-nemo1-progressbar-slow-41s-per-it.log": ("nemo1", 1, 41.36, "loss", 3.09),
     "06-nemo2-bionemo-train-step-timing.log": ("nemo2", 6, 0.031663, "globalBatchSize", 1.0),
     "07-nanochat-a100-dt-toksec-mfu.log": ("nanochat", 7, 0.99321, "mfuPercent", 73.847),
+    "08-nanogpt-a100-shakespeare-char.log": ("nanogpt", 25, 0.898041, "mfuPercent", 16.62),
+    "09-deepspeed-engine-timer-2022.log": ("deepspeed", 2, 1.5145, "stepTimeSeconds", 1.5145),
 }
 
 

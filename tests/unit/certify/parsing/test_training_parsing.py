@@ -106,6 +106,33 @@ def test_nanochat() -> None:
     assert run.tokens_per_second_scope == "global"
 
 
+def test_nanogpt_counts_from_zero_and_its_placeholder_mfu_is_not_a_reading() -> None:
+    run = training.parse(sample("08-nanogpt-a100-shakespeare-char.log"))
+    assert run.profile == "nanogpt"
+    assert [s.step for s in run.steps] == list(range(0, 250, 10))
+    assert run.steps[0].value("mfu_percent") is None  # printed -100.00%: no estimate yet
+    assert run.steps[0].value("step_time_seconds") == 9.37181
+    assert run.warmup_steps == 1
+    stats = run.stats["step_time_seconds"]
+    assert stats is not None and stats.count == 24  # iteration 0 (torch.compile) is the warm-up
+    assert stats.mean * 1000 == pytest.approx(898.04, abs=5e-3)
+    mfu = run.stats["mfu_percent"]
+    assert mfu is not None and (mfu.minimum, mfu.maximum, mfu.mean) == (16.55, 16.68, pytest.approx(16.62))
+    assert "tokens_per_second" in run.missing and "mfu_percent" not in run.missing
+
+
+def test_deepspeed_timer_lines_give_samples_per_second_and_the_step_time_from_timestamps() -> None:
+    run = training.parse(sample("09-deepspeed-engine-timer-2022.log"))
+    assert run.profile == "deepspeed"
+    assert [s.step for s in run.steps] == [40, 50]  # the engine's step= lines are not a second step
+    assert [s.value("samples_per_second") for s in run.steps] == [83.48609168106144, 83.73838805358588]
+    assert {s.value("memory_gib") for s in run.steps} == {0.26}
+    stats = run.stats["step_time_seconds"]
+    assert run.step_time_source is training.StepTimeSource.TIMESTAMPS
+    assert stats is not None and stats.mean == pytest.approx(1.5145)
+    assert {"tokens_per_second", "loss"} <= set(run.missing)  # never claimed: DeepSpeed prints neither
+
+
 NANOCHAT = sample("07-nanochat-a100-dt-toksec-mfu.log")
 
 
@@ -229,7 +256,7 @@ def test_to_dict_names_every_standard_field() -> None:
 
 
 def test_unknown_profile_name_lists_the_known_ones() -> None:
-    with pytest.raises(NotFoundError, match="allowed values: dsx-train, megatron-lm"):
+    with pytest.raises(NotFoundError, match="allowed values: deepspeed, dsx-train, megatron-lm"):
         profiles.load("megatron")
 
 
