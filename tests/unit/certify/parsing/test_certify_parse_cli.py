@@ -59,6 +59,7 @@ TRAINING = {
     "07-nanochat-a100-dt-toksec-mfu.log": ("nanochat", 7, 0.99321, "mfuPercent", 73.847),
     "08-nanogpt-a100-shakespeare-char.log": ("nanogpt", 25, 0.898041, "mfuPercent", 16.62),
     "09-deepspeed-engine-timer-2022.log": ("deepspeed", 2, 1.5145, "stepTimeSeconds", 1.5145),
+    "10-maxtext-v5p-deepseek2-16b.log": ("maxtext", 10, 5.633625, "tflopsPerGpu", 135.7655),
 }
 
 

@@ -133,6 +133,19 @@ def test_deepspeed_timer_lines_give_samples_per_second_and_the_step_time_from_ti
     assert {"tokens_per_second", "loss"} <= set(run.missing)  # never claimed: DeepSpeed prints neither
 
 
+def test_maxtext_per_device_figures_after_the_two_warm_up_steps() -> None:
+    run = training.parse(sample("10-maxtext-v5p-deepseek2-16b.log"))
+    assert run.profile == "maxtext"
+    assert [s.step for s in run.steps] == list(range(10))
+    assert run.tokens_per_second_scope == "per_gpu"
+    expected = {"step_time_seconds": 5.633625, "tflops_per_gpu": 135.7655, "tokens_per_second": 8726.870375}
+    for name, mean in expected.items():
+        stat = run.stats[name]
+        assert stat is not None and stat.count == 8, name  # steps 0 (compile) and 1 left out
+        assert stat.mean == pytest.approx(mean), name
+    assert {s.value("total_weights") for s in run.steps} == {196608}
+
+
 NANOCHAT = sample("07-nanochat-a100-dt-toksec-mfu.log")
 
 
@@ -256,7 +269,7 @@ def test_to_dict_names_every_standard_field() -> None:
 
 
 def test_unknown_profile_name_lists_the_known_ones() -> None:
-    with pytest.raises(NotFoundError, match="allowed values: deepspeed, dsx-train, megatron-lm"):
+    with pytest.raises(NotFoundError, match="allowed values: deepspeed, dsx-train, maxtext, megatron-lm"):
         profiles.load("megatron")
 
 
