@@ -70,10 +70,14 @@ class Unit(enum.Enum):
     ITERATIONS_PER_SECOND = "it/s"
     DURATION = "h:m:s"
     """`[H:]MM:SS` clock text, as progress bars print elapsed time."""
+    SI = "si"
+    """A figure with an optional SI suffix (`1.23K`, `4.5G`; the value group takes the letter): the plain number."""
+    SI_TERA = "si/T"
+    """The same, in tera: `112.9T`, `950.0G`, `1.2P` (of FLOPS) → 112.9, 0.95, 1200 TFLOP/s."""
 
     @property
     def is_time(self) -> bool:
-        return self is not Unit.NONE
+        return self not in (Unit.NONE, Unit.SI, Unit.SI_TERA)
 
     def to_base(self, text: str) -> float:
         """The printed value in the field's unit. Scaling is decimal, so 989.44 ms is 0.98944 s exactly."""
@@ -84,8 +88,15 @@ class Unit(enum.Enum):
             for part in text.split(":"):
                 seconds = seconds * 60 + float(part)
             return seconds
+        scale = Decimal(1)
+        if self in (Unit.SI, Unit.SI_TERA):
+            letter = text[-1:].upper()
+            if letter in _SI_EXPONENTS:
+                text, scale = text[:-1], Decimal(10) ** _SI_EXPONENTS[letter]
+            if self is Unit.SI_TERA:
+                scale /= Decimal(10) ** 12
         try:
-            value = Decimal(text.replace(",", ""))
+            value = Decimal(text.replace(",", "")) * scale
             if not value.is_finite():
                 raise ValueError(f"not a finite number: {text!r}")
             if self is Unit.ITERATIONS_PER_SECOND:
@@ -100,6 +111,8 @@ class Unit(enum.Enum):
             raise ValueError(f"not a finite number: {text!r}")
         return result
 
+
+_SI_EXPONENTS = {"K": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 _SECONDS_PER_UNIT: dict[Unit, Decimal] = {
     Unit.MILLISECONDS: Decimal("0.001"),

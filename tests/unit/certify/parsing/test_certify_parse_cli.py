@@ -60,6 +60,7 @@ TRAINING = {
     "08-nanogpt-a100-shakespeare-char.log": ("nanogpt", 25, 0.898041, "mfuPercent", 16.62),
     "09-deepspeed-engine-timer-2022.log": ("deepspeed", 2, 1.5145, "stepTimeSeconds", 1.5145),
     "10-maxtext-v5p-deepseek2-16b.log": ("maxtext", 10, 5.633625, "tflopsPerGpu", 135.7655),
+    "11-gpt-neox-deepspeed-llemma.log": ("gpt-neox", 1, 4.1031, "tflopsPerGpu", 112.9),
 }
 
 

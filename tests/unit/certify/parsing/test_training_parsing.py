@@ -146,6 +146,36 @@ def test_maxtext_per_device_figures_after_the_two_warm_up_steps() -> None:
     assert {s.value("total_weights") for s in run.steps} == {196608}
 
 
+def test_a_gpt_neox_line_is_read_as_gpt_neox_with_its_flops_and_lm_loss() -> None:
+    """Taken for Megatron-LM before: step time right, `approx flops per GPU` and `lm_loss` dropped."""
+    run = training.parse(sample("11-gpt-neox-deepspeed-llemma.log"))
+    assert run.profile == "gpt-neox"
+    (step,) = run.steps
+    assert (step.step, step.total_steps, step.value("step_time_seconds")) == (34, 10000, 4.1031)
+    assert (step.value("tflops_per_gpu"), step.value("loss"), step.value("samples_per_second")) == (
+        112.9,
+        11.18665,
+        7.799,
+    )
+    assert "tflops_per_gpu" not in run.missing and "loss" not in run.missing
+
+
+@pytest.mark.parametrize(
+    ("unit", "text", "value"),
+    [
+        (profiles.Unit.SI_TERA, "112.9T", 112.9),
+        (profiles.Unit.SI_TERA, "950.0G", 0.95),
+        (profiles.Unit.SI_TERA, "1.2P", 1200.0),
+        (profiles.Unit.SI, "1.23K", 1230.0),
+        (profiles.Unit.SI, "4.5G", 4.5e9),
+        (profiles.Unit.SI, "17", 17.0),
+    ],
+)
+def test_si_prefixed_figures_read_at_their_printed_scale(unit: profiles.Unit, text: str, value: float) -> None:
+    assert unit.to_base(text) == pytest.approx(value)
+    assert not unit.is_time
+
+
 NANOCHAT = sample("07-nanochat-a100-dt-toksec-mfu.log")
 
 
@@ -269,7 +299,7 @@ def test_to_dict_names_every_standard_field() -> None:
 
 
 def test_unknown_profile_name_lists_the_known_ones() -> None:
-    with pytest.raises(NotFoundError, match="allowed values: deepspeed, dsx-train, maxtext, megatron-lm"):
+    with pytest.raises(NotFoundError, match="allowed values: deepspeed, dsx-train, gpt-neox, maxtext, megatron-lm"):
         profiles.load("megatron")
 
 
