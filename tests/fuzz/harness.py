@@ -179,7 +179,12 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "kernel-log",
-            _files(f"{DATA}/xid:kernel-lines.txt", f"{DATA}/health/kernel_log:kern.log", f"{DATA}/sim:*.txt"),
+            _files(
+                f"{DATA}/xid:kernel-lines.txt",
+                f"{DATA}/xid:sxid-reports.txt",
+                f"{DATA}/health/kernel_log:kern.log",
+                f"{DATA}/sim:*.txt",
+            ),
             ".log",
             False,
             argv=(("sentinel", "parse", "{file}", *_JSON_OUT),),
