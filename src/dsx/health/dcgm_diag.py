@@ -93,6 +93,7 @@ _DIAG_KINDS = {
 }
 _STATUS = re.compile(r"^(pass|fail|warn|skip)\w*(?:\s*-\s*(?P<scope>.*))?$", re.IGNORECASE)
 _CATEGORY_BORDER = re.compile(r"^[|+]-+\s+(?P<name>\w[\w ]*?)\s+-+[+|]")
+_PER_GPU = re.compile(r"^GPU\s?(?P<gpu>\d{1,4})\s*:\s*(?P<status>pass|fail|warn|skip)\w*$", re.IGNORECASE)
 _PLAIN_BORDER = re.compile(r"^\+[-=]+\+[-=]+\+$")
 _DETAIL_NAMES = ("warning", "info", "error")
 
@@ -113,6 +114,8 @@ def _diag_table(text: str, source: str) -> DiagReport:
     width = 0
     complete = True
     last_border_plain = False
+    summary: DiagResult | None = None
+    """The test row just read, until per-GPU rows (DCGM 4.x: `|  | GPU0: Pass |`) replace it."""
 
     def flush() -> None:
         if chunks and results:
@@ -153,7 +156,15 @@ def _diag_table(text: str, source: str) -> DiagReport:
             chunks.append(value)
             continue
         if not name:
-            if chunks:
+            per_gpu = _PER_GPU.match(value)
+            if per_gpu and not chunks and results:
+                if summary is not None and results[-1] is summary:
+                    results.pop()  # the test's summary row: its GPUs' rows say more
+                test = summary or results[-1]
+                summary = None
+                gpu_status = DiagStatus(per_gpu.group("status").lower())
+                results.append(DiagResult(test.category, test.test, gpu_status, per_gpu.group("gpu")))
+            elif chunks:
                 chunks.append(value)
             continue
         flush()
@@ -162,7 +173,8 @@ def _diag_table(text: str, source: str) -> DiagReport:
             continue
         scope = (status.group("scope") or "").strip()
         gpu = None if not scope or scope.lower() == "all" else re.sub(r"^gpus?\s*:?\s*", "", scope, flags=re.IGNORECASE)
-        results.append(DiagResult(category, name, DiagStatus(status.group(1).lower()), gpu))
+        summary = DiagResult(category, name, DiagStatus(status.group(1).lower()), gpu)
+        results.append(summary)
     flush()
     if not results:
         raise BadInputError(
@@ -186,7 +198,9 @@ def _diag_json(text: str, source: str) -> DiagReport:
     except json.JSONDecodeError:
         return _diag_json_tokens(text, source)
     results: list[DiagResult] = []
-    root = data.get("DCGM GPU Diagnostic", data) if isinstance(data, dict) else {}
+    # DCGM 3.x names the document "DCGM GPU Diagnostic", 4.x "DCGM Diagnostic" (its release notes'
+    # breaking changes; facebookresearch/gcm#38 reads both)
+    root = (data.get("DCGM GPU Diagnostic") or data.get("DCGM Diagnostic") or data) if isinstance(data, dict) else {}
     for category in root.get("test_categories", []) if isinstance(root, dict) else []:
         for test in category.get("tests", []):
             for result in test.get("results", []):

@@ -303,3 +303,37 @@ def test_a_single_gpu_element_keeps_its_bus_id() -> None:
 def test_xml_that_is_not_a_fragment_either_is_refused_naming_the_source() -> None:
     with pytest.raises(BadInputError, match=r"smi\.xml: not well-formed nvidia-smi XML"):
         gpu_reports.parse_smi("<ecc_errors><volatile>", source="smi.xml")
+
+
+def test_dcgm4_per_gpu_rows_give_one_result_per_gpu() -> None:
+    """DCGM 4.x prints a test's summary row, then `|  | GPU0: Pass |` per GPU: the GPUs' rows replace the summary."""
+    report = dcgm_diag.parse_diag(read("dcgm", "06-pass-per-gpu-rows-dcgm4.2.3.txt"))
+    assert [(r.category, r.test, r.gpu, r.status) for r in report.results] == [
+        ("Deployment", "software", str(gpu), DiagStatus.PASS) for gpu in range(4)
+    ]
+    assert not report.complete  # the excerpt stops at the Hardware border
+    assert [f.kind for f in report.findings()] == [FindingKind.DIAG_INCOMPLETE]
+
+
+def test_a_failing_gpu_row_names_its_gpu() -> None:
+    text = read("dcgm", "06-pass-per-gpu-rows-dcgm4.2.3.txt").replace(
+        "| software                  | Pass ", "| software                  | Fail "
+    )
+    text = text.replace("GPU2: Pass", "GPU2: Fail")
+    report = dcgm_diag.parse_diag(text)
+    failed = [f for f in report.findings() if f.kind is FindingKind.DIAG_FAILED_DEPLOYMENT]  # software set-up
+    assert [(f.gpu_index, f.test, f.is_fatal) for f in failed] == [("2", "software", False)]
+
+
+def test_dcgm4_json_names_its_document_dcgm_diagnostic() -> None:
+    document = {
+        "DCGM Diagnostic": {
+            "test_categories": [
+                {"category": "Hardware", "tests": [{"name": "memory", "results": [{"gpu_id": "0", "status": "Pass"}]}]}
+            ]
+        }
+    }
+    report = dcgm_diag.parse_diag(json.dumps(document))
+    assert [(r.category, r.test, r.gpu, r.status) for r in report.results] == [
+        ("Hardware", "memory", "0", DiagStatus.PASS)
+    ]
