@@ -181,6 +181,9 @@ class LogProfile:
     tokens_per_second_scope: TokensScope
     examples: tuple[Example, ...]
     source: str
+    counted_steps: bool = False
+    """The framework prints no step number (Hugging Face Trainer's log dicts): step lines are numbered
+    1, 2, ... in the order they appear, and the result says so (`stepNumbers: counted`)."""
 
     def read_timestamp(self, text: str) -> datetime | None:
         """The line's own time (naive times are taken as UTC; only differences are used)."""
@@ -259,6 +262,7 @@ def load_file(path: Path) -> LogProfile:
 class _StepDoc(schema.Section, frozen=True):
     regex: str
     global_step_field: str | None = None
+    counted: bool = False
 
 
 class _FieldDoc(schema.Section, frozen=True):
@@ -319,8 +323,10 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> LogProfile:
         error=CatalogError,
     )
     step = _compile(doc.step.regex, source, "step.regex")
-    if "step" not in step.groupindex:
-        raise CatalogError(f"{source}: step.regex: needs a named group 'step'")
+    if doc.step.counted and "step" in step.groupindex:
+        raise CatalogError(f"{source}: step.regex: a counted step takes no group 'step' (step.counted is true)")
+    if not doc.step.counted and "step" not in step.groupindex:
+        raise CatalogError(f"{source}: step.regex: needs a named group 'step' (or step.counted: true)")
     fields = _fields(doc.fields, source)
     global_step_field = doc.step.global_step_field
     if global_step_field is not None and global_step_field not in fields:
@@ -341,6 +347,7 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> LogProfile:
         tokens_per_second_scope=doc.tokens_per_second_scope,
         examples=_examples(doc.examples, source),
         source=source,
+        counted_steps=doc.step.counted,
     )
 
 

@@ -42,7 +42,7 @@ import math
 import re
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -269,6 +269,8 @@ class TrainingRun:
     runs: tuple[Run, ...] = ()
     checkpoints: tuple[Checkpoint, ...] = ()
     goodput_nvcre: NvcreGoodput | None = None
+    step_numbers: str = "printed"
+    """`printed`, or `counted` when the framework prints none and step lines were numbered in order."""
 
     @property
     def restarts(self) -> int:
@@ -301,6 +303,7 @@ class TrainingRun:
             "warmup_steps": self.warmup_steps,
             "tokens_per_second_scope": self.tokens_per_second_scope,
             "step_time_source": self.step_time_source.value if self.step_time_source else None,
+            "step_numbers": self.step_numbers,
             **{name: (stat.to_dict() if stat else None) for name, stat in self.stats.items()},
             "checkpoint_save_seconds": save_time.to_dict() if save_time else None,
             "goodput": self.goodput.to_dict() if self.goodput else None,
@@ -377,7 +380,8 @@ def read_step(profile: profiles.LogProfile, line: lines.LogLine) -> TrainingStep
                     continue
                 break
     try:
-        printed = lines.parse_count(match.group("step"))
+        step_text = match.groupdict().get("step")
+        printed = 1 if step_text is None else lines.parse_count(step_text)  # counted steps: renumbered in order
         total_steps = lines.parse_count(total) if total else None
     except ValueError:
         return None  # a step number no run reaches: not a step line
@@ -575,9 +579,13 @@ def _summarise(profile: profiles.LogProfile, log: Sequence[lines.LogLine], detec
     runs = [_OpenRun(0, RunStart.LOG_START, log[0].number if log else 1)]
     checkpoints = _Checkpoints()
     last_step_time: datetime | None = None
+    counted = 0
     for line in log:
         current = runs[-1]
         step = read_step(profile, line)
+        if step is not None and profile.counted_steps:
+            counted += 1
+            step = replace(step, step=counted)
         event = read_event(profile, line) if step is None and profile.events else None
         moment = event.timestamp if event else step.timestamp if step else line_time(profile, line)
         if event is not None and event.kind is EventKind.APPLICATION_START and current.step_lines:
@@ -632,6 +640,7 @@ def _summarise(profile: profiles.LogProfile, log: Sequence[lines.LogLine], detec
         warmup_steps=profile.warmup_steps,
         tokens_per_second_scope=profile.tokens_per_second_scope.value,
         step_time_source=source,
+        step_numbers="counted" if profile.counted_steps else "printed",
         stats=stats,
         goodput=_goodput(steps, last_step_time) if source is StepTimeSource.LOG else None,
         runs=frozen,

@@ -176,6 +176,17 @@ def test_si_prefixed_figures_read_at_their_printed_scale(unit: profiles.Unit, te
     assert not unit.is_time
 
 
+def test_hf_trainer_dicts_are_counted_steps_and_the_bar_is_not_a_step() -> None:
+    run = training.parse(sample("12-hf-trainer-deepspeed-t5.log"))
+    assert run.profile == "hf-trainer"
+    assert run.step_numbers == "counted"
+    assert [s.step for s in run.steps] == [1, 2, 3, 4, 5]  # the tqdm redraw and DeepSpeed's lines are not steps
+    assert [s.value("loss") for s in run.steps] == [6.2645, 0.0, 0.0, 0.0, 0.0]
+    assert [s.value("epoch") for s in run.steps] == [0.02, 0.04, 0.06, 0.08, 0.1]
+    assert {"step_time_seconds", "tokens_per_second"} <= set(run.missing)  # never printed, never claimed
+    assert training.parse(sample("01-megatron-lm-mixtral8x7b-16xH100.log")).step_numbers == "printed"
+
+
 NANOCHAT = sample("07-nanochat-a100-dt-toksec-mfu.log")
 
 
@@ -299,7 +310,9 @@ def test_to_dict_names_every_standard_field() -> None:
 
 
 def test_unknown_profile_name_lists_the_known_ones() -> None:
-    with pytest.raises(NotFoundError, match="allowed values: deepspeed, dsx-train, gpt-neox, maxtext, megatron-lm"):
+    with pytest.raises(
+        NotFoundError, match="allowed values: deepspeed, dsx-train, gpt-neox, hf-trainer, maxtext, megatron-lm"
+    ):
         profiles.load("megatron")
 
 
@@ -353,6 +366,7 @@ def test_old_snake_case_profile_keys_read_the_same_with_one_warning_each(caplog:
         ({"colour": "red"}, "x.yaml: field: 'colour' is not allowed; allowed values: apiVersion, kind, name"),
         ({"examples": []}, "x.yaml: examples: \\[\\] is out of range; allowed: a list of length at least 1"),
         ({"step": {"regex": "s (?P<step>\\d+)", "globalStepField": "gs"}}, "step.globalStepField: 'gs' is not allowed"),
+        ({"step": {"regex": "s (?P<step>\\d+)", "counted": True}}, "a counted step takes no group 'step'"),
     ],
 )
 def test_profile_errors_name_the_field(change: dict[str, object], message: str) -> None:
