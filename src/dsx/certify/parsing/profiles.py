@@ -74,6 +74,8 @@ class Unit(enum.Enum):
     """A figure with an optional SI suffix (`1.23K`, `4.5G`; the value group takes the letter): the plain number."""
     SI_TERA = "si/T"
     """The same, in tera: `112.9T`, `950.0G`, `1.2P` (of FLOPS) → 112.9, 0.95, 1200 TFLOP/s."""
+    SI_MILLISECONDS = "si/ms"
+    """Milliseconds with an optional SI suffix (nanotron's `11.5K` ms → 11.5 s)."""
 
     @property
     def is_time(self) -> bool:
@@ -89,12 +91,14 @@ class Unit(enum.Enum):
                 seconds = seconds * 60 + float(part)
             return seconds
         scale = Decimal(1)
-        if self in (Unit.SI, Unit.SI_TERA):
-            letter = text[-1:].upper()
+        if self in (Unit.SI, Unit.SI_TERA, Unit.SI_MILLISECONDS):
+            letter = text[-1:]  # upper case only: `m` would be milli, not mega
             if letter in _SI_EXPONENTS:
                 text, scale = text[:-1], Decimal(10) ** _SI_EXPONENTS[letter]
             if self is Unit.SI_TERA:
                 scale /= Decimal(10) ** 12
+            if self is Unit.SI_MILLISECONDS:
+                scale *= Decimal("0.001")
         try:
             value = Decimal(text.replace(",", "")) * scale
             if not value.is_finite():

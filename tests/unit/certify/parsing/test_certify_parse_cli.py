@@ -61,6 +61,7 @@ TRAINING = {
     "09-deepspeed-engine-timer-2022.log": ("deepspeed", 2, 1.5145, "stepTimeSeconds", 1.5145),
     "10-maxtext-v5p-deepseek2-16b.log": ("maxtext", 10, 5.633625, "tflopsPerGpu", 135.7655),
     "11-gpt-neox-deepspeed-llemma.log": ("gpt-neox", 1, 4.1031, "tflopsPerGpu", 112.9),
+    "13-nanotron-si-suffixes.log": ("nanotron", 4, 11.5, "tokensPerSecond", 11400.0),
 }
 
 

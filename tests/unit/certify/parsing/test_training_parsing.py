@@ -169,11 +169,13 @@ def test_a_gpt_neox_line_is_read_as_gpt_neox_with_its_flops_and_lm_loss() -> Non
         (profiles.Unit.SI, "1.23K", 1230.0),
         (profiles.Unit.SI, "4.5G", 4.5e9),
         (profiles.Unit.SI, "17", 17.0),
+        (profiles.Unit.SI_MILLISECONDS, "11.5K", 11.5),
+        (profiles.Unit.SI_MILLISECONDS, "272", 0.272),
     ],
 )
 def test_si_prefixed_figures_read_at_their_printed_scale(unit: profiles.Unit, text: str, value: float) -> None:
     assert unit.to_base(text) == pytest.approx(value)
-    assert not unit.is_time
+    assert unit.is_time is (unit is profiles.Unit.SI_MILLISECONDS)
 
 
 def test_hf_trainer_dicts_are_counted_steps_and_the_bar_is_not_a_step() -> None:
@@ -185,6 +187,22 @@ def test_hf_trainer_dicts_are_counted_steps_and_the_bar_is_not_a_step() -> None:
     assert [s.value("epoch") for s in run.steps] == [0.02, 0.04, 0.06, 0.08, 0.1]
     assert {"step_time_seconds", "tokens_per_second"} <= set(run.missing)  # never printed, never claimed
     assert training.parse(sample("01-megatron-lm-mixtral8x7b-16xH100.log")).step_numbers == "printed"
+
+
+def test_nanotron_reads_si_suffixed_figures_at_their_printed_scale() -> None:
+    run = training.parse(sample("13-nanotron-si-suffixes.log"))
+    assert run.profile == "nanotron"
+    assert [s.step for s in run.steps] == [327281, 327282, 327283, 327284]
+    assert {s.total_steps for s in run.steps} == {378950}
+    first = run.steps[0]
+    assert first.value("step_time_seconds") == 11.5  # 11.5K ms
+    assert first.value("tokens_per_second") == 11400  # 11.4K, per GPU
+    assert first.value("tokens_per_second_job") == 22800
+    assert first.value("consumed_tokens") == 85.8e9  # 85.8G
+    assert [s.value("loss") for s in run.steps] == [2.38, 2.35, 2.51, 2.36]
+    assert run.tokens_per_second_scope == "per_gpu"
+    loss = run.stats["loss"]
+    assert loss is not None and loss.mean == pytest.approx(2.40)
 
 
 NANOCHAT = sample("07-nanochat-a100-dt-toksec-mfu.log")
@@ -310,9 +328,8 @@ def test_to_dict_names_every_standard_field() -> None:
 
 
 def test_unknown_profile_name_lists_the_known_ones() -> None:
-    with pytest.raises(
-        NotFoundError, match="allowed values: deepspeed, dsx-train, gpt-neox, hf-trainer, maxtext, megatron-lm"
-    ):
+    known = "deepspeed, dsx-train, gpt-neox, hf-trainer, maxtext, megatron-lm, nanochat, nanogpt, nanotron"
+    with pytest.raises(NotFoundError, match=f"allowed values: {known}"):
         profiles.load("megatron")
 
 
