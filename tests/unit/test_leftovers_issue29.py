@@ -29,7 +29,7 @@ def test_a_symlink_loop_as_the_kernel_log_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_a_very_long_profile_name_is_an_unknown_name() -> None:
-    with pytest.raises(NotFoundError, match="allowed values: deepspeed, dsx-train") as refused:
+    with pytest.raises(NotFoundError, match="allowed values: composer, deepspeed, dsx-train") as refused:
         profiles.load("a" * 5000)
     assert len(refused.value.message) < 400
 

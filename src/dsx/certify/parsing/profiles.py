@@ -185,6 +185,9 @@ class LogProfile:
     tokens_per_second_scope: TokensScope
     examples: tuple[Example, ...]
     source: str
+    spans_lines: int = 0
+    """A step's record continues on up to this many lines after the step line (Composer prints one
+    metric a line below `[batch=N/T]:`); their fields belong to that step, until the next step line."""
     counted_steps: bool = False
     """The framework prints no step number (Hugging Face Trainer's log dicts): step lines are numbered
     1, 2, ... in the order they appear, and the result says so (`stepNumbers: counted`)."""
@@ -267,6 +270,7 @@ class _StepDoc(schema.Section, frozen=True):
     regex: str
     global_step_field: str | None = None
     counted: bool = False
+    spans_lines: Annotated[int, msgspec.Meta(ge=0, le=200)] = 0
 
 
 class _FieldDoc(schema.Section, frozen=True):
@@ -352,6 +356,7 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> LogProfile:
         examples=_examples(doc.examples, source),
         source=source,
         counted_steps=doc.step.counted,
+        spans_lines=doc.step.spans_lines,
     )
 
 

@@ -41,7 +41,7 @@ import itertools
 import math
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar
@@ -363,22 +363,30 @@ def line_time(profile: profiles.LogProfile, line: lines.LogLine) -> datetime | N
     return timestamp
 
 
-def read_step(profile: profiles.LogProfile, line: lines.LogLine) -> TrainingStep | None:
-    """The step a line reports under `profile`, or None when it is not a step line."""
-    match = profile.step.search(line.text)
-    if match is None:
-        return None
-    total = match.groupdict().get("total_steps")
+def read_fields(profile: profiles.LogProfile, text: str, skip: Collection[str] = ()) -> dict[str, float]:
+    """The profile's fields a line prints (first matching pattern per field), in each field's unit."""
     values: dict[str, float] = {}
     for name, patterns in profile.fields.items():
+        if name in skip:
+            continue
         for pattern in patterns:
-            found = pattern.regex.search(line.text)
+            found = pattern.regex.search(text)
             if found:
                 try:
                     values[name] = pattern.unit.to_base(found.group("value"))
                 except ValueError:
                     continue
                 break
+    return values
+
+
+def read_step(profile: profiles.LogProfile, line: lines.LogLine) -> TrainingStep | None:
+    """The step a line reports under `profile`, or None when it is not a step line."""
+    match = profile.step.search(line.text)
+    if match is None:
+        return None
+    total = match.groupdict().get("total_steps")
+    values = read_fields(profile, line.text)
     try:
         step_text = match.groupdict().get("step")
         printed = 1 if step_text is None else lines.parse_count(step_text)  # counted steps: renumbered in order
@@ -580,12 +588,20 @@ def _summarise(profile: profiles.LogProfile, log: Sequence[lines.LogLine], detec
     checkpoints = _Checkpoints()
     last_step_time: datetime | None = None
     counted = 0
+    spanning: TrainingStep | None = None
+    """The step whose record continues on the lines after it (`step.spansLines`)."""
+    span_left = 0
     for line in log:
         current = runs[-1]
         step = read_step(profile, line)
         if step is not None and profile.counted_steps:
             counted += 1
             step = replace(step, step=counted)
+        if step is None and spanning is not None and span_left > 0:
+            span_left -= 1
+            spanning.values.update(read_fields(profile, line.text, skip=spanning.values))
+        elif step is not None and profile.spans_lines:
+            spanning, span_left = step, profile.spans_lines
         event = read_event(profile, line) if step is None and profile.events else None
         moment = event.timestamp if event else step.timestamp if step else line_time(profile, line)
         if event is not None and event.kind is EventKind.APPLICATION_START and current.step_lines:

@@ -205,6 +205,38 @@ def test_nanotron_reads_si_suffixed_figures_at_their_printed_scale() -> None:
     assert loss is not None and loss.mean == pytest.approx(2.40)
 
 
+def test_composer_reads_a_records_metrics_from_the_lines_below_its_batch_line() -> None:
+    run = training.parse(sample("14-composer-llm-shearing.log"))
+    assert run.profile == "composer"
+    (step,) = run.steps
+    assert (step.step, step.total_steps) == (366, 48000)
+    assert (step.value("loss"), step.value("consumed_samples"), step.value("consumed_tokens")) == (
+        10.375,
+        93440,
+        382730240,
+    )
+    assert "step_time_seconds" in run.missing and "loss" not in run.missing
+
+
+def test_a_spanning_records_fields_stop_at_the_next_step_line_and_at_the_span() -> None:
+    profile = profiles.load("composer")
+    text = "\n".join(
+        [
+            "[batch=1/10]:",
+            "\t Train loss/train/total: 2.5",
+            "[batch=2/10]:",
+            "\t Train time/sample: 64",
+            *["\t Train memory/alloc_retries: 0"] * 200,
+            "\t Train loss/train/total: 9.9",  # 201 lines below: past the span
+        ]
+    )
+    run = training.parse(text, profile)
+    assert [(s.step, s.value("loss"), s.value("consumed_samples")) for s in run.steps] == [
+        (1, 2.5, None),
+        (2, None, 64),
+    ]
+
+
 NANOCHAT = sample("07-nanochat-a100-dt-toksec-mfu.log")
 
 
@@ -328,7 +360,7 @@ def test_to_dict_names_every_standard_field() -> None:
 
 
 def test_unknown_profile_name_lists_the_known_ones() -> None:
-    known = "deepspeed, dsx-train, gpt-neox, hf-trainer, maxtext, megatron-lm, nanochat, nanogpt, nanotron"
+    known = "composer, deepspeed, dsx-train, gpt-neox, hf-trainer, maxtext, megatron-lm, nanochat, nanogpt"
     with pytest.raises(NotFoundError, match=f"allowed values: {known}"):
         profiles.load("megatron")
 
