@@ -211,6 +211,8 @@ def _diag_json(text: str, source: str) -> DiagReport:
                     str(w.get("warning", w)) if isinstance(w, dict) else str(w) for w in result.get("warnings", [])
                 )
                 gpu = result.get("gpu_id", result.get("gpu_ids"))
+                if gpu is None and str(result.get("entity_group", "GPU")).upper() == "GPU":
+                    gpu = result.get("entity_id")  # DCGM 4.x names the device as an entity
                 results.append(
                     DiagResult(
                         category.get("category"),

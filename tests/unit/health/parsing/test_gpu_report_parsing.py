@@ -337,3 +337,37 @@ def test_dcgm4_json_names_its_document_dcgm_diagnostic() -> None:
     assert [(r.category, r.test, r.gpu, r.status) for r in report.results] == [
         ("Hardware", "memory", "0", DiagStatus.PASS)
     ]
+
+
+def test_dcgm4_json_results_name_their_gpu_as_an_entity() -> None:
+    """DCGM 4.x writes `entity_group: GPU, entity_id: N` where 3.x wrote `gpu_id` (the shape of a
+    4.2.3 `dcgmi diag -r 1 -j` document from a GB10, kept as a fixture in a public repository)."""
+    document = {
+        "DCGM Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Deployment",
+                    "tests": [
+                        {
+                            "name": "software",
+                            "results": [
+                                {
+                                    "entity_group": "GPU",
+                                    "entity_group_id": 1,
+                                    "entity_id": 0,
+                                    "status": "Fail",
+                                    "warnings": [{"error_id": 29, "warning": "Persistence Mode: disabled"}],
+                                }
+                            ],
+                            "test_summary": {"status": "Fail"},
+                        }
+                    ],
+                }
+            ]
+        },
+        "metadata": {"Driver Version Detected": "580.82.09", "version": "4.2.3"},
+    }
+    report = dcgm_diag.parse_diag(json.dumps(document))
+    assert [(r.test, r.gpu, r.status, r.details) for r in report.results] == [
+        ("software", "0", DiagStatus.FAIL, ("Persistence Mode: disabled",))
+    ]
