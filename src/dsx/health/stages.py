@@ -211,17 +211,16 @@ class StageRunner:
             return self.store.follow(self.handler.name, self.handler.upstream)
         progressed = self._flush() + self._collect()
         now = self._clock()
-        urgent_nodes = self._claim_urgent()
-        if urgent_nodes:  # this step dispatches only their nodes: the ordered claim and the rest wait one step
-            fresh = [
-                stored
-                for sequence, stored in sorted(self._known.items())
-                if sequence not in self._held and stored.event.node_name in urgent_nodes
-            ]
-        else:
-            if self.store.last_sequence() > self._seen or now - self._claimed_at > self.lease_seconds / 3:
-                self._claim(now)
-            fresh = [stored for sequence, stored in sorted(self._known.items()) if sequence not in self._held]
+        urgent_nodes = self._claim_urgent()  # when any: this step dispatches only their nodes, the rest wait one step
+        if not urgent_nodes and (
+            self.store.last_sequence() > self._seen or now - self._claimed_at > self.lease_seconds / 3
+        ):
+            self._claim(now)
+        fresh = [
+            stored
+            for sequence, stored in sorted(self._known.items())
+            if sequence not in self._held and (not urgent_nodes or stored.event.node_name in urgent_nodes)
+        ]
         ready = {
             node: events
             for node, events in self._ready_by_node(fresh, now).items()

@@ -352,16 +352,15 @@ class XidCatalog:
         `stated_fatal`: an SXid report's own severity (its `Severity N` line), used in place of the
         message's Fatal/Non-fatal word when the message line was not read."""
         entry = self.entry(family, code)
+        worded = None
+        if family is Family.SXID:
+            worded = _worded_severity(message) if stated_fatal is None else stated_fatal
         if entry is None:
-            worded = (
-                (_worded_severity(message) if stated_fatal is None else stated_fatal) if family is Family.SXID else None
-            )
             if worded is False:
                 return Verdict(self.unknown_bucket, RecommendedAction.NONE, False, False)
             return self.bucket_verdict(self.unknown_bucket, in_catalog=False)
         investigatory = entry.investigatory_action or None
         if family is Family.SXID:
-            worded = _worded_severity(message) if stated_fatal is None else stated_fatal
             fatal = entry.nvs_class == "FATAL" if worded is None else worded
             if not fatal:
                 return Verdict(entry.immediate_action, RecommendedAction.NONE, False, True, None, investigatory)
@@ -1179,14 +1178,13 @@ def parse_line(
     pci = _printed_pci(mig.group("pci").removeprefix("PCI:") if mig else printed)
     continuation = _SXID_CONTINUATION.match(rest) if family is Family.SXID else None
     severity = int(continuation.group("severity")) if continuation and continuation.group("severity") else None
+    entry = xid_catalog.entry(family, code)
     if continuation is not None and severity is None:  # a Data line states no severity: never a verdict
-        known = xid_catalog.entry(family, code)
-        bucket = known.immediate_action if known else xid_catalog.unknown_bucket
-        verdict = Verdict(bucket, RecommendedAction.NONE, False, known is not None)
+        bucket = entry.immediate_action if entry else xid_catalog.unknown_bucket
+        verdict = Verdict(bucket, RecommendedAction.NONE, False, entry is not None)
     else:
         stated = None if severity is None else severity >= 1
         verdict = xid_catalog.classify(family, code, rest, driver, stated_fatal=stated)
-    entry = xid_catalog.entry(family, code)
     caused_by = _CAUSED_BY.search(rest) if code == 45 else None
     nvlink = _NVLINK.search(rest)
     link = int(nvlink.group(1)) if nvlink else None

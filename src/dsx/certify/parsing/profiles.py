@@ -97,8 +97,6 @@ class Unit(enum.Enum):
                 text, scale = text[:-1], Decimal(10) ** _SI_EXPONENTS[letter]
             if self is Unit.SI_TERA:
                 scale /= Decimal(10) ** 12
-            if self is Unit.SI_MILLISECONDS:
-                scale *= Decimal("0.001")
         try:
             value = Decimal(text.replace(",", "")) * scale
             if not value.is_finite():
@@ -120,6 +118,7 @@ _SI_EXPONENTS = {"K": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 _SECONDS_PER_UNIT: dict[Unit, Decimal] = {
     Unit.MILLISECONDS: Decimal("0.001"),
+    Unit.SI_MILLISECONDS: Decimal("0.001"),
     Unit.MICROSECONDS: Decimal("0.000001"),
     Unit.MINUTES: Decimal(60),
 }
