@@ -77,13 +77,23 @@ dist: $(STAMP)
 # the Containerfiles, the chart and the manifests in step): $(IMAGE_REGISTRY)/dsx:<version> (sentinel,
 # monitor, snapshot agent: dsx[all]) and $(IMAGE_REGISTRY)/dsx-workload:<version> (certify worker:
 # dsx[all,collectives], several GB of torch and CUDA). Never part of `make test`. The base is Debian
-# bookworm made with mmdebstrap (python3, python3-venv, ca-certificates), so no registry is pulled
-# from; BASE_IMAGE=docker.io/library/python:3.11-slim uses a pulled one instead. Push with
-# `$(IMAGE_TOOL) push $(IMAGE_REGISTRY)/dsx:<version>` (docs/container-images.md). IMAGE_TOOL: buildah or podman.
+# bookworm made with mmdebstrap (python3, python3-venv, ca-certificates) from Debian's archive as it
+# was on DEBIAN_SNAPSHOT (snapshot.debian.org), so no registry is pulled from and the same commit
+# gets the same packages; DEBIAN_MIRROR=http://deb.debian.org/debian takes today's archive instead.
+# BASE_IMAGE=docker.io/library/python:3.11-slim@sha256:<digest> uses a pulled base instead. Every
+# FROM names its base by digest (the one just built or pulled), never by a tag that can move. Push
+# with `$(IMAGE_TOOL) push $(IMAGE_REGISTRY)/dsx:<version>` (docs/container-images.md). IMAGE_TOOL:
+# buildah or podman.
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/dsx/__init__.py)
 IMAGE_REGISTRY ?= ghcr.io/dsx-run
 IMAGE_TOOL ?= buildah
 BASE_IMAGE ?= localhost/dsx-base:bookworm
+DEBIAN_SNAPSHOT ?= 20261201T000000Z
+DEBIAN_MIRROR ?= http://snapshot.debian.org/archive/debian/$(DEBIAN_SNAPSHOT)
+DEBIAN_SECURITY_MIRROR ?= http://snapshot.debian.org/archive/debian-security/$(DEBIAN_SNAPSHOT)
+# `name@sha256:…` of a local image: what a FROM names
+IMAGE_DIGEST = $(1)@$$(if [ "$(IMAGE_TOOL)" = podman ]; then podman image inspect --format '{{.Digest}}' $(1); \
+  else buildah inspect --type image --format '{{.FromImageDigest}}' $(1); fi)
 # the wheels an image installs, fetched here (where pip's index, proxy and CA are configured) and
 # bind-mounted into the build, which then needs no network
 IMAGE_WHEELS := $(PIP) download --quiet --disable-pip-version-check --no-deps --require-hashes --only-binary=:all:
@@ -94,7 +104,9 @@ IMAGE_BUILD := $(IMAGE_TOOL) build --build-arg VERSION=$(VERSION) --build-arg CO
 # Debian bookworm's Python 3.11 and nothing else (a file target: made once, reused)
 build/image/rootfs.tar:
 	mkdir -p build/image
-	mmdebstrap --variant=minbase --format=tar --include=python3,python3-venv,ca-certificates bookworm $@.tmp
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) mmdebstrap --variant=minbase --format=tar \
+	  --aptopt='Acquire::Check-Valid-Until "false"' --include=python3,python3-venv,ca-certificates bookworm $@.tmp \
+	  "deb $(DEBIAN_MIRROR) bookworm main" "deb $(DEBIAN_SECURITY_MIRROR) bookworm-security main"
 	mv $@.tmp $@
 
 image-base:
@@ -110,12 +122,14 @@ image-dsx: dist image-base
 	mkdir -p build/image
 	$(PY) hack/image-requirements.py all > build/image/dsx.txt
 	$(IMAGE_WHEELS) -d build/image/wheels-dsx -r build/image/dsx.txt
-	$(IMAGE_BUILD) --build-arg BASE_IMAGE=$(BASE_IMAGE) -f deploy/images/dsx/Containerfile -t $(IMAGE_REGISTRY)/dsx:$(VERSION) .
+	base="$(BASE_IMAGE)"; case "$$base" in *@sha256:*) ;; *) base="$(call IMAGE_DIGEST,$(BASE_IMAGE))";; esac; \
+	$(IMAGE_BUILD) --build-arg BASE_IMAGE="$$base" -f deploy/images/dsx/Containerfile -t $(IMAGE_REGISTRY)/dsx:$(VERSION) .
 
 image-workload: image-dsx
 	$(PY) hack/image-requirements.py all,collectives --minus all > build/image/dsx-workload.txt
 	$(IMAGE_WHEELS) -d build/image/wheels-workload -r build/image/dsx-workload.txt
-	$(IMAGE_BUILD) --build-arg DSX_IMAGE=$(IMAGE_REGISTRY)/dsx:$(VERSION) -f deploy/images/dsx-workload/Containerfile \
+	$(IMAGE_BUILD) --build-arg DSX_IMAGE="$(call IMAGE_DIGEST,$(IMAGE_REGISTRY)/dsx:$(VERSION))" \
+	  -f deploy/images/dsx-workload/Containerfile \
 	  -t $(IMAGE_REGISTRY)/dsx-workload:$(VERSION) .
 	@$(IMAGE_TOOL) images $(IMAGE_REGISTRY)/dsx:$(VERSION) && $(IMAGE_TOOL) images $(IMAGE_REGISTRY)/dsx-workload:$(VERSION)
 

@@ -4,7 +4,9 @@ A platform (catalog `platforms/`) says how pods reach the fabric (devices, varia
 with the fabric's NCCL plugin) and which NCCL network a multi-node run must use there. It is
 detected from the nodes (the device every node allocates: EFA, InfiniBand NICs), else named by
 `--interconnect`, else TCP. The interconnect a threshold matches follows from the platform and
-the shape of the run: one node is NVLink (PCIe on GPUs without it) whatever the NICs are; a GB200/GB300 group inside one
+the shape of the run: one node is NVLink (PCIe on GPUs without it) whatever the NICs are, and its
+pods are set up without the network (no NICs, no IPC_LOCK: a baseline Pod Security namespace takes
+them); a GB200/GB300 group inside one
 NVLink domain (`nvidia.com/gpu.clique`) is MNNVL; otherwise the platform's network. The engine
 decides once per category and hands the decision to every run, so the executor renders the
 pods for exactly the fabric the thresholds were chosen for.
@@ -36,11 +38,13 @@ class Fabric:
     interconnect: str  # what thresholds match
     expected: frozenset[model.Transport]  # NCCL transports a run must show (empty: any)
     detected: bool  # the platform came from the nodes, not from --interconnect
+    one_node: bool = False  # an intra-node run: the pods reach no network, whatever the nodes have
 
     def describe(self) -> str:
         how = "detected from the nodes" if self.detected else "as asked"
         wanted = "/".join(sorted(t.value for t in self.expected)) or "any transport"
-        return f"{self.platform.name} ({how}); thresholds for {self.interconnect}; NCCL must use {wanted}"
+        where = "one node, pods without the network" if self.one_node else f"{self.platform.name} ({how})"
+        return f"{where}; thresholds for {self.interconnect}; NCCL must use {wanted}"
 
 
 def interconnects() -> list[str]:
@@ -69,11 +73,11 @@ def fabric(
     if requested and requested not in interconnects():
         raise BadInputError(allowed_values_message("--interconnect", "interconnect", requested, interconnects()))
     named = next((p for p in catalog.platforms().values() if requested and p.interconnect == requested), None)
-    platform = named or detect(nodes)
     if scale is model.Scale.INTRA_NODE:
         nvlink = accelerator in NVLINK_ACCELERATORS
         expected = frozenset({model.Transport.P2P, model.Transport.NVLS}) if nvlink else frozenset()
-        return Fabric(platform, NVLINK if nvlink else "pcie", expected, named is None)
+        return Fabric(catalog.platforms()[FALLBACK], NVLINK if nvlink else "pcie", expected, named is None, True)
+    platform = named or detect(nodes)
     if requested in THRESHOLD_ONLY_INTERCONNECTS:
         interconnect = requested
     elif accelerator in MNNVL_ACCELERATORS and _one_clique(nodes):

@@ -82,7 +82,7 @@ def real(policy: SentinelPolicy, kubeconfig: Path | None) -> SentinelParts:
 
         recertifier = recertifiers.ClusterRecertifier(
             policy.certification,
-            jobs.RunLauncher(client, namespace=policy.certification.namespace),
+            jobs.RunLauncher(client, namespace=policy.certification.namespace, manage_namespace=False),
             lambda: certify_jobs.candidate_nodes(client),
             tolerations=recertify.held_tolerations(policy),
             choose_engine=lambda: certify_jobs.choose_engine(client, gang="none"),  # one node: nothing to gang

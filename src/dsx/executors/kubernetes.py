@@ -104,11 +104,15 @@ def training_runtimes(
     *,
     names: Iterable[str],
     image_for: Mapping[str, str],
+    capabilities_for: Mapping[str, Sequence[str]] | None = None,
     gang: GangScheduler | None = None,
 ) -> list[dict[str, Any]]:
     """The certification's namespaced copies of the catalog's training runtimes it uses.
 
-    `image_for`: runtime name → the image every container of it runs (the fabric's)."""
+    `image_for`: runtime name → the image every container of it runs (the fabric's).
+    `capabilities_for`: runtime name → the capabilities its containers add (the fabrics' union; a
+    one-node certification adds none, so a baseline Pod Security namespace admits its pods), in
+    place of the shipped runtime's; None keeps the shipped ones."""
     wanted = set(names)
     out = []
     for document in shipped_runtimes():
@@ -127,12 +131,36 @@ def training_runtimes(
             for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
                 if image:
                     container["image"] = image
+                if capabilities_for is not None:
+                    _set_added_capabilities(container, capabilities_for.get(name, ()))
             if gang is not None:
                 pod["schedulerName"] = gang.scheduler_name
                 labels = replicated["template"]["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})
                 labels[gang.queue_label] = gang.queue
         out.append(runtime)
     return sorted(out, key=lambda r: r["metadata"]["name"])
+
+
+def _set_added_capabilities(container: dict[str, Any], capabilities: Sequence[str]) -> None:
+    """The container adds exactly `capabilities` where the shipped runtime adds any."""
+    context = container.get("securityContext") or {}
+    added = context.get("capabilities") or {}
+    if "add" not in added:
+        return
+    if capabilities:
+        added["add"] = sorted(set(capabilities))
+        return
+    del added["add"]
+    if not added:
+        del context["capabilities"]
+    if not context:
+        del container["securityContext"]
+
+
+def _fabric(run: WorkloadRun, nodes: Mapping[str, model.CandidateNode]) -> platforms.Fabric:
+    """The engine's decision for the run's category, else the full-scale one for its nodes."""
+    members = [nodes.get(n, model.CandidateNode(n)) for n in run.nodes]
+    return run.fabric or platforms.fabric(members, accelerator=run.accelerator, scale=model.Scale.FULL_SCALE)
 
 
 def shipped_runtimes() -> list[dict[str, Any]]:
@@ -155,7 +183,7 @@ def render_trainjob(
 ) -> list[dict[str, Any]]:
     """The TrainJob of one run, named `name`, referencing the certification's runtime copy."""
     members = [nodes.get(n, model.CandidateNode(n)) for n in run.nodes]
-    fabric = run.fabric or platforms.fabric(members, accelerator=run.accelerator, scale=model.Scale.FULL_SCALE)
+    fabric = _fabric(run, nodes)
     plan = workload.launch(
         run.category,
         run.program,
@@ -252,7 +280,7 @@ def render_jobs(
     `tolerations` are added to the GPU one: a caller that certifies a node it holds out of
     service itself (the sentinel: cordoned, tainted) lets its own pods onto that node."""
     members = [nodes.get(n, model.CandidateNode(n)) for n in run.nodes]
-    fabric = run.fabric or platforms.fabric(members, accelerator=run.accelerator, scale=model.Scale.FULL_SCALE)
+    fabric = _fabric(run, nodes)
     labels = {CERTIFICATION_LABEL: certification_id, RUN_LABEL: name}
     annotations = {WORKLOAD_ANNOTATION: run.name}
     objects: list[dict[str, Any]] = [
@@ -402,7 +430,7 @@ class KubernetesExecutor:
         self._nodes = {n.name: n for n in nodes}
         self._sequence = 0
         self._live: list[str] = []  # created and not yet deleted
-        self._runtimes: set[str] = set()  # runtime copies already applied
+        self._runtimes: dict[str, bytes] = {}  # runtime copies applied: name → their canonical JSON
 
     def nodes(self) -> list[model.CandidateNode]:
         return list(self._nodes.values())
@@ -435,19 +463,31 @@ class KubernetesExecutor:
         if self.engine is Engine.JOBS:
             return []
         images: dict[str, str] = {}
+        capabilities: dict[str, set[str]] = {}
         for run in runs:
             trainjob = self.render(run, "plan")[0]
             runtime = trainjob["spec"]["runtimeRef"]["name"].removesuffix(f"-{self.certification_id}")
             images.setdefault(runtime, trainjob["spec"]["trainer"]["image"])
-        return training_runtimes(self.certification_id, names=images, image_for=images, gang=self.gang)
+            capabilities.setdefault(runtime, set()).update(_fabric(run, self._nodes).platform.capabilities)
+        return training_runtimes(
+            self.certification_id,
+            names=images,
+            image_for=images,
+            capabilities_for={name: sorted(caps) for name, caps in capabilities.items()},
+            gang=self.gang,
+        )
 
     def run(self, runs: Sequence[WorkloadRun], notice: Notice | None = None) -> list[RunOutcome]:
         started: list[tuple[str, WorkloadRun, float]] = []
         try:
-            needed = [r for r in self.runtimes_for(runs) if r["metadata"]["name"] not in self._runtimes]
-            if needed:
-                self.launcher.apply(needed)
-                self._runtimes |= {r["metadata"]["name"] for r in needed}
+            # a copy is applied again when it changed (a multi-node category adds IPC_LOCK after a
+            # one-node one); the runs of the previous call have all ended
+            wanted = {r["metadata"]["name"]: r for r in self.runtimes_for(runs)}
+            texts = {n: serialization.canonical_json(r) for n, r in wanted.items()}
+            changed = {n: text for n, text in texts.items() if self._runtimes.get(n) != text}
+            if changed:
+                self.launcher.apply([wanted[n] for n in changed])
+                self._runtimes.update(changed)
             for run in runs:
                 self._sequence += 1
                 name = run_name(self.certification_id, self._sequence)

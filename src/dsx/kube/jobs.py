@@ -128,14 +128,22 @@ class RunLauncher:
         start_grace_seconds: float = START_GRACE_SECONDS,
         no_pods_grace_seconds: float = NO_PODS_GRACE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        manage_namespace: bool = True,
     ) -> None:
+        """`manage_namespace`: apply the namespace before the objects (`dsx certify`). The sentinel's
+        is the chart's, with Pod Security labels its account may not change."""
         self._client = client
         self.namespace = namespace
+        self._manage_namespace = manage_namespace
         self._poll_seconds = poll_seconds
         self._start_grace = start_grace_seconds
         self._no_pods_grace = no_pods_grace_seconds
         self._clock = clock
         self._served: dict[tuple[str, str], bool] = {}
+
+    def _ensure_namespace(self) -> None:
+        if self._manage_namespace:
+            self._client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}})
 
     def _labels(self, run_name: str) -> dict[str, str]:
         return {RUN_LABEL: run_name}
@@ -153,7 +161,7 @@ class RunLauncher:
 
     def create(self, run_name: str, objects: Sequence[Mapping[str, Any]]) -> None:
         """Apply the run's objects (server-side apply: re-running after a crash converges)."""
-        self._client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}})
+        self._ensure_namespace()
         for original in objects:
             obj = copy.deepcopy(dict(original))
             meta = obj.setdefault("metadata", {})
@@ -169,7 +177,7 @@ class RunLauncher:
 
     def apply(self, objects: Sequence[Mapping[str, Any]]) -> None:
         """Apply objects that outlive one run (a certification's training runtimes)."""
-        self._client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}})
+        self._ensure_namespace()
         for original in objects:
             obj = copy.deepcopy(dict(original))
             obj.setdefault("metadata", {}).setdefault("namespace", self.namespace)

@@ -6,6 +6,7 @@ is accepted by the apiserver (server-side dry run)."""
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,20 +43,36 @@ REQUIRED = {
     ("", "nodes", "watch"),
     ("", "nodes", "patch"),
     ("", "pods", "list"),
-    ("", "pods", "delete"),
     ("", "pods/eviction", "create"),
-    ("", "namespaces", "patch"),  # resourceNames: dsx-runs only
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"),  # resourceNames: TrainJob's and JobSet's
 }
-"""Cluster-wide; plus events create in namespace default, leases get/create/update in its own namespace
-and the certification runs' rules in dsx-runs."""
+"""Cluster-wide; plus events create in namespace default, leases create (and get/update of its own
+Lease) in its own namespace, the certification runs' rules in dsx-runs, and pod deletion only where
+the chart binds it (rbac.podDeleteNamespaces, the policy's DeleteAfterTimeout namespaces)."""
 RUNS = "dsx-runs"
+CHART = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "dsx-sentinel"
 
 
 def manifests(namespace: str, suffix: str, *files: str) -> list[dict[str, Any]]:
     """The shipped manifests moved into `namespace`, every cluster- or default-scoped name suffixed."""
-    text = "".join((DEPLOY / f).read_text() + "\n---\n" for f in files).replace("dsx-system", namespace)
-    docs = serialization.parse_yaml_documents(text, source="deploy/sentinel")
+    return _moved("".join((DEPLOY / f).read_text() + "\n---\n" for f in files), namespace, suffix)
+
+
+def pod_deletion_binding(helm_binary: Path, namespace: str, suffix: str) -> dict[str, Any]:
+    """The RoleBinding the chart renders for `rbac.podDeleteNamespaces={namespace}`, moved like the rest."""
+    argv = [str(helm_binary), "template", SENTINEL, str(CHART), "--namespace", "dsx-system"]
+    argv += ["--show-only", "templates/rbac.yaml", "--set", f"rbac.podDeleteNamespaces={{{namespace}}}"]
+    rendered = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120).stdout
+    (binding,) = [
+        d
+        for d in _moved(rendered, namespace, suffix)
+        if d["kind"] == "RoleBinding" and d["metadata"]["name"] == f"{SENTINEL}-pod-deletion{suffix}"
+    ]
+    return binding
+
+
+def _moved(text: str, namespace: str, suffix: str) -> list[dict[str, Any]]:
+    docs = serialization.parse_yaml_documents(text.replace("dsx-system", namespace), source="deploy/sentinel")
     for doc in docs:
         if doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
             doc["metadata"]["name"] += suffix
@@ -66,13 +83,15 @@ def manifests(namespace: str, suffix: str, *files: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def account(
-    sim_cluster: Any, tmp_path_factory: pytest.TempPathFactory
+    sim_cluster: Any, helm_binary: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[KubeClient, KubeClient, str, Any]]:
-    """(admin client, client with the sentinel account's own token, namespace, kubeconfigs)."""
+    """(admin client, client with the sentinel account's own token, namespace, kubeconfigs). Pods may
+    be deleted in the sentinel's own namespace, as `rbac.podDeleteNamespaces` would grant it."""
     suffix = f"-{uuid.uuid4().hex[:6]}"
     namespace = f"dsx-sentinel{suffix}"
     home = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}  # helm --create-namespace
     docs = [home, *manifests(namespace, suffix, "namespace.yaml", "rbac.yaml", "policy.yaml")]
+    docs.append(pod_deletion_binding(helm_binary, namespace, suffix))
     with KubeClient(sim_cluster.kubeconfig) as admin:
         try:
             for doc in docs:
@@ -164,7 +183,7 @@ def test_the_account_can_make_every_call_the_pipeline_makes(account) -> None:
         from dsx.kube import certify_jobs
 
         assert certify_jobs.choose_engine(own, gang="none").engine is kubernetes.Engine.TRAINER
-        launcher = RunLauncher(own, namespace=RUNS)
+        launcher = RunLauncher(own, namespace=RUNS, manage_namespace=False)  # the chart's, Pod Security labelled
         category = catalog.get("nccl-loopback")
         run = WorkloadRun(
             "nccl-loopback/rbac", category, (node_name,), 1, model.Timeouts(60, 60), program=category.program
@@ -195,6 +214,9 @@ def test_nothing_around_those_calls_is_allowed(account) -> None:
         ("update", "nodes", {}),
         ("patch", "nodes/status", {}),
         ("get", "pods", {"namespace": namespace}),
+        ("delete", "pods", {"namespace": "kube-system"}),
+        ("delete", "pods", {"namespace": "default"}),
+        ("delete", "pods", {}),
         ("create", "pods", {"namespace": namespace}),
         ("patch", "pods", {"namespace": namespace}),
         ("create", "pods/exec", {"namespace": namespace}),
@@ -209,9 +231,13 @@ def test_nothing_around_those_calls_is_allowed(account) -> None:
         ("create", "leases", {"group": "coordination.k8s.io", "namespace": "default"}),
         ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
         ("delete", "leases", {"group": "coordination.k8s.io", "namespace": namespace}),
+        ("get", "leases", {"group": "coordination.k8s.io", "namespace": namespace, "name": "kube-scheduler"}),
+        ("update", "leases", {"group": "coordination.k8s.io", "namespace": namespace, "name": "kube-scheduler"}),
         ("list", "leases", {"group": "coordination.k8s.io", "namespace": namespace}),
         ("patch", "namespaces", {"name": "kube-system"}),
         ("delete", "namespaces", {"name": RUNS}),
+        ("patch", "namespaces", {"name": RUNS}),  # its Pod Security labels stay the chart's
+        ("update", "namespaces", {"name": RUNS}),
         ("patch", "jobs", {"group": "batch", "namespace": namespace}),
         ("get", "pods/log", {"namespace": namespace}),
         ("create", "pods", {"namespace": RUNS}),
@@ -229,6 +255,10 @@ def test_nothing_around_those_calls_is_allowed(account) -> None:
     ]
     assert leaks == []
     assert allowed(admin, namespace, SENTINEL, "create", "events", namespace="default")
+    assert allowed(admin, namespace, SENTINEL, "delete", "pods", namespace=namespace)
+    assert allowed(admin, namespace, SENTINEL, "delete", "pods", namespace=RUNS)  # a run's cleanup
+    lease = {"group": "coordination.k8s.io", "namespace": namespace, "name": SENTINEL}
+    assert allowed(admin, namespace, SENTINEL, "update", "leases", **lease)
     assert allowed(admin, namespace, SENTINEL, "get", "pods/log", namespace=RUNS)
     assert allowed(admin, namespace, SENTINEL, "create", "trainjobs", group="trainer.kubeflow.org", namespace=RUNS)
     with pytest.raises(ForbiddenError):

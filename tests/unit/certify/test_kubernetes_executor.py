@@ -80,7 +80,8 @@ def test_loopback_runs_the_binary_alone_on_every_gpu_and_training_runs_megatron(
     nodes = {n.name: n for n in EFA_NODES}
     (loopback,) = kubernetes.render_trainjob(_run(("gpu-1",), "nccl-loopback"), "r1", nodes=nodes, certification_id="x")
     assert loopback["spec"]["runtimeRef"]["name"] == "dsx-torch-x"
-    assert loopback["spec"]["trainer"]["command"][2:3] == ["/opt/nccl-tests/build/all_reduce_perf"]
+    # one node reaches no network: the default nccl-tests image, not the EFA one with aws-ofi-nccl
+    assert loopback["spec"]["trainer"]["command"][2:3] == ["/usr/local/bin/all_reduce_perf_mpi"]
     assert loopback["spec"]["trainer"]["command"][-1] == "-g8"
     (training,) = kubernetes.render_trainjob(
         _run(("gpu-1", "gpu-2"), "training"), "r2", nodes=nodes, certification_id="x"
@@ -235,3 +236,39 @@ def test_a_certification_through_the_executor_reads_nccl_tables_from_the_launche
         result = engine.certify(spec, executor)
     assert result.result is model.Result.PASSED, result.node_verdicts
     assert result.categories[0].calibration_runs == 0  # clusters are judged against published figures
+
+
+def _added_capabilities(runtime: dict) -> set[tuple[str, ...]]:
+    pods = [r["template"]["spec"]["template"]["spec"] for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]]
+    containers = [c for pod in pods for c in [*pod.get("initContainers", []), *pod["containers"]]]
+    return {tuple(c.get("securityContext", {}).get("capabilities", {}).get("add", ())) for c in containers}
+
+
+def test_one_node_runs_set_their_pods_up_without_the_network_so_baseline_pod_security_admits_them() -> None:
+    """Issue 29: the sentinel's namespace enforces baseline, which refuses IPC_LOCK; a one-node run
+    reaches no network, so it neither requests the NICs nor adds IPC_LOCK. A multi-node one still
+    does, and the runtime copy it shares is applied again with it."""
+    launcher = FakeJobLauncher()
+    nodes = {n.name: n for n in EFA_NODES}
+    executor = kubernetes.KubernetesExecutor(launcher, EFA_NODES, certification_id="pq")
+    one = _run(("gpu-1",), "nccl-loopback")
+    assert one.fabric is not None and one.fabric.one_node and "one node" in one.fabric.describe()
+    (loopback,) = kubernetes.render_trainjob(one, "r1", nodes=nodes, certification_id="pq")
+    assert loopback["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "8"}
+    (runtime,) = executor.runtimes_for([one])
+    assert _added_capabilities(runtime) == {()}
+    job_pod = _jobs(kubernetes.render_jobs(one, "r1", nodes=nodes, certification_id="pq"))[0]["spec"]["template"]
+    assert "securityContext" not in job_pod["spec"]["containers"][0]
+    shipped = next(r for r in kubernetes.shipped_runtimes() if r["metadata"]["name"] == "dsx-torch")
+    assert ("IPC_LOCK",) in _added_capabilities(shipped)  # the bundle's own runtime keeps it for users' jobs
+
+    executor.run([one])
+    executor.run([_run(("gpu-1", "gpu-2"), "nccl-all-reduce")])
+    executor.run([_run(("gpu-1", "gpu-2"), "nccl-all-reduce")])
+    names = [r["metadata"]["name"] for r in launcher.applied]
+    assert names == ["dsx-torch-pq", "dsx-nccl-tests-pq"]  # the same copy twice is applied once
+    multi = executor.runtimes_for([_run(("gpu-1", "gpu-2"), "nccl-all-reduce"), one])
+    assert {name: _added_capabilities(r) for name, r in ((r["metadata"]["name"], r) for r in multi)} == {
+        "dsx-nccl-tests-pq": {("IPC_LOCK",)},
+        "dsx-torch-pq": {()},
+    }

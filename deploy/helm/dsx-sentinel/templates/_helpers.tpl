@@ -39,3 +39,52 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/part-of: dsx
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end -}}
+
+{{/* The policy the sentinel runs: the shipped default (files/policy.yaml) with the values' `policy` over it. */}}
+{{- define "dsx-sentinel.policy" -}}
+{{- mustMergeOverwrite (fromYaml (.Files.Get "files/policy.yaml")) (deepCopy .Values.policy) | toJson -}}
+{{- end -}}
+
+{{- define "dsx-sentinel.leaseName" -}}
+{{- default (include "dsx-sentinel.fullname" .) .Values.leaderElection.leaseName -}}
+{{- end -}}
+
+{{/* The namespaces where the drain may delete pods: the policy's DeleteAfterTimeout namespaces
+     named literally (a pattern names no namespace RBAC can hold) and rbac.podDeleteNamespaces,
+     never a system namespace (the drain leaves their pods alone). As JSON: {"namespaces": [...]}. */}}
+{{- define "dsx-sentinel.podDeleteNamespaces" -}}
+{{- $policy := include "dsx-sentinel.policy" . | fromJson -}}
+{{- $drain := $policy.drain | default dict -}}
+{{- if eq (toString $drain.defaultMode) "DeleteAfterTimeout" -}}
+{{- fail "policy drain.defaultMode DeleteAfterTimeout would need pod deletion in every namespace: name the namespaces in drain.namespaces (mode DeleteAfterTimeout) and list them in rbac.podDeleteNamespaces" -}}
+{{- end -}}
+{{- $system := $drain.systemNamespaces | default list -}}
+{{- $found := list -}}
+{{- range $drain.namespaces | default list -}}
+{{- if and (eq (toString .mode) "DeleteAfterTimeout") (not (regexMatch "[*?\\[]" (toString .match))) -}}
+{{- $found = append $found (toString .match) -}}
+{{- end -}}
+{{- end -}}
+{{- range $.Values.rbac.podDeleteNamespaces -}}
+{{- $found = append $found (toString .) -}}
+{{- end -}}
+{{- $kept := list -}}
+{{- range $found | uniq | sortAlpha -}}
+{{- if not (has . $system) -}}
+{{- $kept = append $kept . -}}
+{{- end -}}
+{{- end -}}
+{{- dict "namespaces" $kept | toJson -}}
+{{- end -}}
+
+{{/* Taint keys the policy's quarantine rules set: the monitor keeps running on a quarantined node. */}}
+{{- define "dsx-sentinel.quarantineTaintKeys" -}}
+{{- $policy := include "dsx-sentinel.policy" . | fromJson -}}
+{{- $keys := list -}}
+{{- range (($policy.quarantine | default dict).ruleSets | default list) -}}
+{{- range (.taints | default list) -}}
+{{- $keys = append $keys (toString .key) -}}
+{{- end -}}
+{{- end -}}
+{{- dict "keys" ($keys | uniq | sortAlpha) | toJson -}}
+{{- end -}}
