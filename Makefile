@@ -77,7 +77,8 @@ dist: $(STAMP)
 # the Containerfiles, the chart and the manifests in step): $(IMAGE_REGISTRY)/dsx:<version> (sentinel,
 # monitor, snapshot agent: dsx[all]) and $(IMAGE_REGISTRY)/dsx-workload:<version> (certify worker:
 # dsx[all,collectives], several GB of torch and CUDA). Never part of `make test`. The base is Debian
-# bookworm made with mmdebstrap (python3, python3-venv, ca-certificates) from Debian's archive as it
+# bookworm made with mmdebstrap (python3, python3-venv, ca-certificates, and systemd for the
+# journalctl the kernel-log monitor runs) from Debian's archive as it
 # was on DEBIAN_SNAPSHOT (snapshot.debian.org), so no registry is pulled from and the same commit
 # gets the same packages; DEBIAN_MIRROR=http://deb.debian.org/debian takes today's archive instead.
 # BASE_IMAGE=docker.io/library/python:3.11-slim@sha256:<digest> uses a pulled base instead. Every
@@ -105,7 +106,7 @@ IMAGE_BUILD := $(IMAGE_TOOL) build --build-arg VERSION=$(VERSION) --build-arg CO
 build/image/rootfs.tar:
 	mkdir -p build/image
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) mmdebstrap --variant=minbase --format=tar \
-	  --aptopt='Acquire::Check-Valid-Until "false"' --include=python3,python3-venv,ca-certificates bookworm $@.tmp \
+	  --aptopt='Acquire::Check-Valid-Until "false"' --include=python3,python3-venv,ca-certificates,systemd bookworm $@.tmp \
 	  "deb $(DEBIAN_MIRROR) bookworm main" "deb $(DEBIAN_SECURITY_MIRROR) bookworm-security main"
 	mv $@.tmp $@
 

@@ -77,14 +77,18 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- dict "namespaces" $kept | toJson -}}
 {{- end -}}
 
-{{/* Taint keys the policy's quarantine rules set: the monitor keeps running on a quarantined node. */}}
-{{- define "dsx-sentinel.quarantineTaintKeys" -}}
+{{/* Taint keys the sentinel itself sets (its quarantine rules' and the joining-node taint): the
+     monitor keeps running on a quarantined or not yet certified node. */}}
+{{- define "dsx-sentinel.sentinelTaintKeys" -}}
 {{- $policy := include "dsx-sentinel.policy" . | fromJson -}}
 {{- $keys := list -}}
 {{- range (($policy.quarantine | default dict).ruleSets | default list) -}}
 {{- range (.taints | default list) -}}
 {{- $keys = append $keys (toString .key) -}}
 {{- end -}}
+{{- end -}}
+{{- with (($policy.certification | default dict).taint | default dict).key -}}
+{{- $keys = append $keys (toString .) -}}
 {{- end -}}
 {{- dict "keys" ($keys | uniq | sortAlpha) | toJson -}}
 {{- end -}}
