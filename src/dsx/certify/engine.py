@@ -268,6 +268,8 @@ class _CategoryRunner:
         batches = [[g] for g in groups] if self.executor.calibrates else [list(groups)]
         for batch in batches:
             judgements = self._judge([g.nodes for g in batch], Purpose.GROUP, [g.name for g in batch])
+            if self.executor.calibrates:
+                judgements = [self._measured_again(g, j) for g, j in zip(batch, judgements, strict=True)]
             for group, judgement in zip(batch, judgements, strict=True):
                 self.groups_done += 1
                 results.append(GroupResult(group, judgement))
@@ -359,6 +361,17 @@ class _CategoryRunner:
         return verdicts
 
     # --- running ------------------------------------------------------------------------------
+
+    def _measured_again(self, group: grouping.Group, judgement: measure.Judgement) -> measure.Judgement:
+        """Local CPU: a run below its thresholds is measured once more, beside a fresh control run,
+        and the second judgement stands. A shared 2-core machine's load moves one run 3× within
+        seconds; the local `slow` fault holds a node at a fifth of its peers every time."""
+        failure = judgement.failure
+        if failure is None or failure.reason is not model.Reason.THRESHOLD_VIOLATION:
+            return judgement
+        self._tell(f"group {group.name}: {failure.message}; measuring again (local runs move with the machine's load)")
+        (again,) = self._judge([group.nodes], Purpose.GROUP, [f"{group.name}-again"])
+        return again
 
     def _judge(
         self, groups: Sequence[tuple[str, ...]], purpose: Purpose, names: Sequence[str]

@@ -211,3 +211,40 @@ def test_without_a_published_figure_a_cluster_node_is_judged_against_its_peers()
     assert failure is not None and failure.reason is model.Reason.THRESHOLD_VIOLATION
     assert failure.expected is not None and failure.measured is not None and failure.measured < failure.expected
     assert category.calibration_runs == 0 and category.control_runs == 0
+
+
+class _LoadSpike(FakeExecutor):
+    """Local CPU under passing load spikes: each category's first group run on `node` comes out slow."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__(3)
+        self.spiked = node
+        self.spiked_categories: set[str] = set()
+
+    def run(self, runs, notice=None):  # type: ignore[no-untyped-def]
+        first = [r for r in runs if r.purpose is Purpose.GROUP and r.category.name not in self.spiked_categories]
+        self.faults = {self.spiked: model.FaultKind.SLOW} if first else {}
+        self.spiked_categories |= {r.category.name for r in first}
+        return super().run(runs, notice)
+
+
+def test_a_local_run_below_its_thresholds_is_measured_again_and_the_second_judgement_stands() -> None:
+    """A shared machine's load slows one local run; a slow node stays slow. One more run, beside
+    a fresh control run, tells them apart (the engine says so in its progress)."""
+    told: list[engine.Event] = []
+    spiked = _LoadSpike("node-2")
+    passed = engine.certify(engine.node_certification("node-2"), spiked, progress=told.append)
+    assert passed.result is model.Result.PASSED
+    groups = [r for r in spiked.runs if r.purpose is Purpose.GROUP]
+    assert len(groups) == 2 * len(engine.NODE_CATEGORIES)  # each category: the spiked run and its re-run
+    assert any("measuring again" in event.message for event in told)
+    slow = FakeExecutor(3, faults={"node-2": model.FaultKind.SLOW})
+    failed = engine.certify(engine.node_certification("node-2"), slow)
+    assert failed.failed_nodes == ["node-2"]
+    assert len([r for r in slow.runs if r.purpose is Purpose.GROUP]) == 2 * len(engine.NODE_CATEGORIES)
+    healthy = FakeExecutor(3)
+    engine.certify(engine.node_certification("node-2"), healthy)
+    assert len([r for r in healthy.runs if r.purpose is Purpose.GROUP]) == len(engine.NODE_CATEGORIES)
+    remote = FakeExecutor(3, faults={"node-2": model.FaultKind.SLOW}, calibrates=False)
+    engine.certify(engine.node_certification("node-2"), remote)  # a cluster's run is judged once
+    assert len([r for r in remote.runs if r.purpose is Purpose.GROUP]) == len(engine.NODE_CATEGORIES)
