@@ -161,6 +161,30 @@ def test_values_change_what_is_rendered(helm_binary: Path, tmp_path: Path) -> No
     assert failed.returncode != 0 and "replicaCount > 1 needs leaderElection.enabled" in failed.stderr
 
 
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        (["--set", "enabledStages={quarantine,recertify}"], "recertify would certify nodes"),
+        (["--set", "policy.stages.validation.enabled=true"], "validation would certify nodes"),
+        (["--set", "enabledStages={recertify}", "--set", "policy.stages.recertify.dryRun=true"], ""),
+        (["--set", "enabledStages={recertify}", "--set", "policy.certification.image=registry.example/w:1"], ""),
+        (["--set", "enabledStages={quarantine,drain}"], ""),
+    ],
+)
+def test_the_chart_refuses_what_the_sentinel_would_refuse_at_start(
+    helm_binary: Path, flags: list[str], refused: str
+) -> None:
+    """Issue 31: a stage that certifies nodes, acting, needs policy.certification.image; `dsx sentinel
+    run` exits at start without it, so the chart says so at render time instead of a crash loop."""
+    done = subprocess.run(
+        [str(helm_binary), "template", "x", str(CHART), *flags], capture_output=True, text=True, timeout=120
+    )
+    if refused:
+        assert done.returncode != 0 and refused in done.stderr and "policy.certification.image" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+
+
 @pytest.fixture(scope="module")
 def release(sim_cluster: Any, helm_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     """The chart installed by helm on the shared sim, under names no other test uses."""
