@@ -21,7 +21,7 @@ from dsx.kube.client import KubeClient
 from dsx.model.health import NodeState
 from dsx.store import open_store
 
-from .harness import SentinelProcess, policy_file, restore, wait_for
+from .harness import SentinelProcess, gpu_fault_rule, policy_file, restore, wait_for
 
 LEADER_METRIC = "dsx_sentinel_leader"
 
@@ -70,17 +70,7 @@ def run_failover(
         {
             "stages": {s: {"enabled": True} for s in ("quarantine", "drain", "remediation", "recertify")},
             "breaker": {"maxQuarantinedPercent": 50},
-            "quarantine": {
-                "ruleSets": [
-                    {
-                        "name": "fatal-gpu-fault",
-                        "match": {"all": ["event.isFatal", f"node.metadata.name == '{node}'"]},
-                        "taints": [
-                            {"key": "sentinel.dsx.run/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}
-                        ],
-                    }
-                ]
-            },
+            "quarantine": {"ruleSets": [gpu_fault_rule(f"node.metadata.name == '{node}'")]},
             "certification": {"categories": ["nccl-loopback"], "ranksPerNode": 2, "stallTimeoutSeconds": 60},
             "monitors": {"startAtEnd": True},
         },

@@ -36,6 +36,16 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def gpu_fault_rule(node_match: str) -> dict[str, Any]:
+    """The quarantine rule set these tests act with: a fatal event on a node `node_match` (CEL over
+    `node`) selects, which is cordoned and tainted sentinel.dsx.run/quarantined=gpu-fault."""
+    return {
+        "name": "fatal-gpu-fault",
+        "match": {"all": ["event.isFatal", node_match]},
+        "taints": [{"key": "sentinel.dsx.run/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}],
+    }
+
+
 def policy_file(folder: Path, document: Mapping[str, Any]) -> Path:
     path = folder / "policy.yaml"
     path.write_text(

@@ -24,7 +24,7 @@ from dsx.kube.client import KubeClient
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState
 from dsx.store import open_store
 
-from .harness import SentinelProcess, policy_file, restore, wait_for
+from .harness import SentinelProcess, gpu_fault_rule, policy_file, restore, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -91,17 +91,7 @@ def test_xid79_to_recertified_release_and_a_failed_recertification_kept_out(
         {
             "stages": {s: {"enabled": True} for s in ("quarantine", "drain", "remediation", "recertify")},
             "breaker": {"maxQuarantinedPercent": 50},
-            "quarantine": {
-                "ruleSets": [
-                    {
-                        "name": "fatal-gpu-fault",
-                        "match": {"all": ["event.isFatal", f"node.metadata.name in ['{healed}', '{failing}']"]},
-                        "taints": [
-                            {"key": "sentinel.dsx.run/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}
-                        ],
-                    }
-                ]
-            },
+            "quarantine": {"ruleSets": [gpu_fault_rule(f"node.metadata.name in ['{healed}', '{failing}']")]},
             "drain": {"pollSeconds": 0.5, "backoffSeconds": 0.5, "maxBackoffSeconds": 2},
             "certification": {
                 "categories": ["nccl-loopback", {"name": "training", "scale": "intra-node"}],

@@ -22,7 +22,7 @@ from dsx.kube.client import KubeClient
 from dsx.model.health import NodeState
 from dsx.store import open_store
 
-from .harness import SentinelProcess, policy_file, restore, wait_for
+from .harness import SentinelProcess, gpu_fault_rule, policy_file, restore, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -56,17 +56,7 @@ def test_the_same_fault_after_the_release_quarantines_again(
         {
             "stages": {s: {"enabled": True} for s in ("quarantine", "drain", "remediation", "recertify")},
             "breaker": {"maxQuarantinedPercent": 50},
-            "quarantine": {
-                "ruleSets": [
-                    {
-                        "name": "fatal-gpu-fault",
-                        "match": {"all": ["event.isFatal", f"node.metadata.name == '{node}'"]},
-                        "taints": [
-                            {"key": "sentinel.dsx.run/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}
-                        ],
-                    }
-                ]
-            },
+            "quarantine": {"ruleSets": [gpu_fault_rule(f"node.metadata.name == '{node}'")]},
             "drain": {"pollSeconds": 0.5, "backoffSeconds": 0.5, "maxBackoffSeconds": 2},
             "certification": {"categories": ["nccl-loopback"], "ranksPerNode": 2, "stallTimeoutSeconds": 60},
             "monitors": {"startAtEnd": True},
@@ -120,17 +110,7 @@ def test_a_flapping_gpu_is_one_incident_and_every_line_is_accounted_for(
         {
             "stages": {"quarantine": {"enabled": True}},
             "breaker": {"maxQuarantinedPercent": 50},
-            "quarantine": {
-                "ruleSets": [
-                    {
-                        "name": "fatal-gpu-fault",
-                        "match": {"all": ["event.isFatal", f"node.metadata.name == '{node}'"]},
-                        "taints": [
-                            {"key": "sentinel.dsx.run/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}
-                        ],
-                    }
-                ]
-            },
+            "quarantine": {"ruleSets": [gpu_fault_rule(f"node.metadata.name == '{node}'")]},
             "monitors": {"startAtEnd": True},
         },
     )

@@ -31,7 +31,7 @@ from dsx.kube.client import KubeClient
 from dsx.model import criteria as criteria_model
 from dsx.recipes import resolve
 
-from .harness import SentinelProcess, policy_file, restore, wait_for
+from .harness import SentinelProcess, gpu_fault_rule, policy_file, restore, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -278,17 +278,7 @@ def test_the_sentinel_runs_in_cluster_with_the_charts_service_account(
         {
             "stages": {"quarantine": {"enabled": True}},
             "breaker": {"maxQuarantinedPercent": 50},
-            "quarantine": {
-                "ruleSets": [
-                    {
-                        "name": "fatal-gpu-fault",
-                        "match": {"all": ["event.isFatal", f"node.metadata.name == '{node}'"]},
-                        "taints": [
-                            {"key": "sentinel.dsx.run/quarantined", "value": "gpu-fault", "effect": "NoSchedule"}
-                        ],
-                    }
-                ]
-            },
+            "quarantine": {"ruleSets": [gpu_fault_rule(f"node.metadata.name == '{node}'")]},
             "certification": {"namespace": release.runs},
             "monitors": {
                 "kernelLogs": [{"node": node, "path": str(sim_cluster.kernel_log(node))}],
