@@ -1,8 +1,9 @@
 """`dsx validate` and `dsx diff`: hold a cluster (or its snapshot) against a recipe.
 
 `validate` prints a table, writes CTRF JSON (`--output`) and JUnit XML (`--junit`), and with
-`--attest` signs a validity attestation beside the report. `diff` lists drift; both exit 1
-only when asked to (`--fail-on-error`, `--fail-on-drift`), so they serve as CI gates.
+`--attest` signs a validity attestation beside the report, and exits 1 when a check failed
+(`--no-fail-on-error` only reports). `diff` lists drift and exits 1 on drift when asked to
+(`--fail-on-drift`). Both serve as CI gates.
 """
 
 from __future__ import annotations
@@ -204,7 +205,12 @@ snapshot_option = click.option(
     metavar="IMAGE",
     help="Kubernetes executor: the image every workload runs in (default: the catalog's per program and fabric).",
 )
-@click.option("--fail-on-error", is_flag=True, help="Exit 1 when any check fails.")
+@click.option(
+    "--fail-on-error/--no-fail-on-error",
+    default=True,
+    show_default=True,
+    help="Exit 1 when any check fails; --no-fail-on-error only reports.",
+)
 @click.option("--output", "-o", "report_path", default=None, metavar="FILE", help="Write the CTRF JSON report.")
 @click.option("--junit", "junit_path", default=None, metavar="FILE", help="Write a JUnit XML report.")
 @click.option("--attest", is_flag=True, help="Sign a validity attestation beside --output (needs --key, --validator).")

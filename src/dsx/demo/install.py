@@ -5,8 +5,10 @@ the next most honest thing: it creates the objects an installation leaves behind
 more — a Helm release record per Helm component (a Secret in Helm's storage format, at the
 pinned chart version with the recipe's values), the CRDs, Deployments, StatefulSets and
 DaemonSets the component's health asserts name (their pods are run by kwok on the GPU nodes),
-and a Manifest component's own manifests as they are. Validation then judges these objects
-with the same code it uses on a real cluster. Everything carries `demo.dsx.run/installed=true`.
+and a Manifest component's own manifests as they are, plus what the operator creates by hand
+before installing: the two Secrets the dsx-sentinel chart's README asks for (`SENTINEL_SECRETS`).
+Validation then judges these objects with the same code it uses on a real cluster (which also
+checks that the Secrets a workload needs exist). Everything carries `demo.dsx.run/installed=true`.
 
 Beside the recipe, a GPU workload is placed on every node (one 8-GPU pod per node, with a
 PodDisruptionBudget), so the sentinel's drain has something to evict.
@@ -28,6 +30,12 @@ from dsx.validation import cluster_snapshot, helm_storage, results, run
 INSTALLED_LABEL = "demo.dsx.run/installed"
 IMAGE_REGISTRY = "registry.invalid/dsx-demo"
 """`.invalid` can never resolve: nobody can mistake these images for something to pull."""
+
+SENTINEL_SECRETS = {"dsx-sentinel-store": "url", "dsx-sentinel-tokens": "tokens"}
+"""The Secrets (and their keys) an operator creates before installing dsx-sentinel (its README)."""
+SENTINEL_SECRET_VALUES = {"url": "postgresql://dsx@postgres.invalid:5432/dsx", "tokens": "demo-stand-in-never-read"}
+"""What the demo's Secrets hold: kwok runs the chart's pods without containers, so nothing reads
+them; the demo's own sentinel runs in-process with its own store and tokens."""
 
 WORKLOAD_NAMESPACE = "training"
 WORKLOAD_NAME = "llm-pretrain"
@@ -67,7 +75,9 @@ class Plan:
 
     @property
     def releases(self) -> int:
-        return sum(1 for o in self.objects if o["kind"] == "Secret")
+        return sum(
+            1 for o in self.objects if o["kind"] == "Secret" and o.get("type") == helm_storage.RELEASE_STORAGE_TYPE
+        )
 
     @property
     def workloads(self) -> int:
@@ -243,6 +253,8 @@ def plan(recipe: recipe_model.Recipe) -> Plan:
                 )
             elif check.kind is health_asserts.AssertKind.POD:
                 pod_selector.update(check.selector)
+            elif check.kind is health_asserts.AssertKind.LEASE:
+                continue  # taken by the running component itself (the demo's sentinel), never laid down
             else:
                 namespace(check.namespace)
                 if (check.kind.value, check.namespace, check.name) not in written:
@@ -253,6 +265,8 @@ def plan(recipe: recipe_model.Recipe) -> Plan:
         for obj in placed:
             namespace(str(obj["metadata"].get("namespace") or ""))
             objects.append(obj)
+        if component.name == "dsx-sentinel":
+            objects += sentinel_secrets(component.namespace)
         runs_pods = runs_pods or any(kind in ("Deployment", "StatefulSet", "DaemonSet") for kind, _, _ in written)
         crd_only = bool(component.health_check_asserts) and all(
             c.kind is health_asserts.AssertKind.CRD for c in component.health_check_asserts
@@ -262,6 +276,20 @@ def plan(recipe: recipe_model.Recipe) -> Plan:
     namespace(WORKLOAD_NAMESPACE)
     objects += gpu_workload()
     return Plan(tuple(namespaces), tuple(crds[name] for name in sorted(crds)), tuple(objects))
+
+
+def sentinel_secrets(namespace: str) -> list[dict[str, Any]]:
+    """The README's `kubectl create secret generic` steps, as objects."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace, "labels": _labels()},
+            "type": "Opaque",
+            "stringData": {key: SENTINEL_SECRET_VALUES[key]},
+        }
+        for name, key in SENTINEL_SECRETS.items()
+    ]
 
 
 def gpu_workload(replicas: int = 8) -> list[dict[str, Any]]:

@@ -168,8 +168,9 @@ class Demo:
         with contextlib.ExitStack() as stack:
             stack.callback(self._clean_up)
             self._configure()
-            self._certify()
-            self._operate(stack)
+            steps = operate.Steps(self)
+            self._certify(steps, stack)
+            steps.run()
         return self.outcome
 
     def _prepare_output(self) -> None:
@@ -186,17 +187,14 @@ class Demo:
         run_step("sign", "sign", self._sign, needs=["bundle"])
         run_step("verify", "verify", self._verify, needs=["sign"])
 
-    def _certify(self) -> None:
+    def _certify(self, sentinel: operate.Steps, stack: contextlib.ExitStack) -> None:
         run_step = self.log.run
         run_step("cluster", "cluster", self._cluster)
         run_step("install", "install", self._install, needs=["recipe", "cluster"])
-        run_step("validate", "validate", self._validate, needs=["install", "sign"])
+        sentinel.start(stack)  # before validate: a running sentinel is what holds the Lease validate checks
+        run_step("validate", "validate", self._validate, needs=["install", "sign", "sentinel"])
         run_step("certify", "certify", self._certification, needs=["recipe", "cluster"])
         run_step("isolate", "isolate", self._isolate, needs=["certify"])
-
-    def _operate(self, stack: contextlib.ExitStack) -> None:
-        steps = operate.Steps(self)
-        steps.run(stack)
 
     # ---- configure ----------------------------------------------------------------------------
 
@@ -283,7 +281,8 @@ class Demo:
 
     def _validate(self) -> str:
         assert self.recipe is not None and self.kube is not None and self.signer is not None
-        snap = cluster_snapshot.collect(self.kube, generator=GENERATOR)
+        captured_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the Lease is judged at this time
+        snap = cluster_snapshot.collect(self.kube, generator=GENERATOR, captured_at=captured_at)
         phases = [results.Phase.READINESS, results.Phase.DEPLOYMENT, results.Phase.CONFORMANCE]
         report = validation_run.validate(self.recipe, snap, phases=phases, reader=self.kube, generator=GENERATOR)
         report_file = self.path(Artifact.VALIDATION)

@@ -33,6 +33,8 @@ STORE_FILE = "sentinel/events.db"
 LOG_FILE = "sentinel/sentinel.log"
 STATUS_FILE = "sentinel/status.json"
 OWNER = "dsx-demo"
+LEASE_NAME = "dsx-sentinel"
+"""The chart's `leaderElection.leaseName` default, which the catalog's Lease assert names."""
 BREAKER_MAX_QUARANTINED_PERCENT = 25.0
 """The shipped 10 % trips on the first of 8 nodes (12.5 %); 25 % lets one or two through, not three."""
 FAULT = "xid79"
@@ -47,6 +49,12 @@ RECERTIFICATION_TIMEOUT_SECONDS = 300.0
 """A worker server importing torch plus two node-level categories, on a busy 2-core machine."""
 RESCHEDULE_TIMEOUT_SECONDS = 30.0
 POLL_SECONDS = 0.2
+
+
+def sentinel_namespace(demo: Demo) -> str:
+    """Where the recipe installs dsx-sentinel (its Lease lives there)."""
+    assert demo.recipe is not None
+    return next((c.namespace for c in demo.recipe.component_refs if c.name == "dsx-sentinel"), "dsx-system")
 
 
 def sentinel_available() -> str | None:
@@ -86,7 +94,8 @@ class TimelineHandler(logging.Handler):
 
 
 class Steps:
-    """The operate steps; `run` registers the sentinel for cleanup on the demo's exit stack."""
+    """The operate steps: `start` runs the sentinel (and registers its stop on the demo's exit stack),
+    `run` the fault and the node's way back."""
 
     def __init__(self, demo: Demo) -> None:
         self.demo = demo
@@ -97,10 +106,13 @@ class Steps:
         self._seen = 0
         self._pods_at_fault: list[str] = []
 
-    def run(self, stack: ExitStack) -> None:
-        log = self.demo.log
+    def start(self, stack: ExitStack) -> None:
+        """The sentinel step (the demo validates while it runs); `run` takes it from there."""
         stack.callback(self.stop)
-        log.run("sentinel", "sentinel", self._start, needs=["cluster", "recipe"])
+        self.demo.log.run("sentinel", "sentinel", self._start, needs=["cluster", "recipe"])
+
+    def run(self) -> None:
+        log = self.demo.log
         log.run("fault", "Xid 79", self._inject, needs=["sentinel"])
         log.run("quarantine", "quarantine", self._quarantined, needs=["fault"])
         log.run("drain", "drain", self._drained, needs=["quarantine"])
@@ -118,6 +130,7 @@ class Steps:
         from dsx.controllers import sentinel as runtime_module
         from dsx.controllers import sentinel_wiring
         from dsx.health import policy as policy_module
+        from dsx.kube import leader
         from dsx.store import open_store
 
         demo = self.demo
@@ -135,13 +148,20 @@ class Steps:
             state_dir=folder / "state",
             port=0,
             owner=OWNER,
+            # the Lease the chart's sentinel holds: validation judges the installed component by it
+            election=leader.ElectionSettings(
+                namespace=sentinel_namespace(demo), name=LEASE_NAME, identity=f"{OWNER}-sentinel"
+            ),
         )
         choice = sentinel_wiring.ClusterChoice(sim_name=demo.cluster.name, sim_root=demo.cluster.root)
         self.runtime = sentinel_wiring.build(options, choice)
         self.runtime.start()
         self.store = open_store(store_url)
         for _ in retry.attempts(timeout_seconds=READY_TIMEOUT_SECONDS, backoff=retry.Backoff(POLL_SECONDS)):
-            if (why := self.runtime.ready()) is None:
+            why = self.runtime.ready() or (
+                None if self.runtime.elector and self.runtime.elector.leading else "electing"
+            )
+            if why is None:
                 break
         else:
             raise errors.DeadlineExceededError(f"the sentinel did not become ready: {why}")

@@ -6,13 +6,21 @@ not stuck). `evaluate` holds one assert against plain Kubernetes object dicts, s
 validator (`dsx validate --phase deployment`), the simulator and the unit tests share one
 verdict. A pod in phase Running whose container is waiting (CrashLoopBackOff, ImagePullBackOff,
 ErrImagePull, CreateContainerConfigError, …) is not healthy.
+
+Pod readiness can be simulated (kwok marks every pod Ready), so a component whose process proves
+it works in a way only the process can (a controller holding its leader-election Lease) says so
+with a `Lease` assert: held means a holder renewed it within its own lease duration, judged at a
+time the caller passes in (the snapshot's capture time), so the verdict stays a pure function.
+`missing_references` names the Secrets and ConfigMaps a workload's pods need that do not exist:
+a pod already running keeps going without them, the next one will not start.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -27,6 +35,7 @@ class AssertKind(enum.StrEnum):
     DAEMON_SET = "DaemonSet"
     CRD = "CustomResourceDefinition"
     POD = "Pod"
+    LEASE = "Lease"
 
 
 class AssertStatus(enum.StrEnum):
@@ -39,7 +48,13 @@ class AssertStatus(enum.StrEnum):
 STUCK_WAITING_REASONS = frozenset(
     {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "InvalidImageName"}
 )
-_NAMESPACED = frozenset({AssertKind.DEPLOYMENT, AssertKind.STATEFUL_SET, AssertKind.DAEMON_SET, AssertKind.POD})
+_NAMESPACED = frozenset(
+    {AssertKind.DEPLOYMENT, AssertKind.STATEFUL_SET, AssertKind.DAEMON_SET, AssertKind.POD, AssertKind.LEASE}
+)
+WORKLOAD_KINDS = frozenset({AssertKind.DEPLOYMENT, AssertKind.STATEFUL_SET, AssertKind.DAEMON_SET})
+LEASE_GRACE_SECONDS = 15.0
+"""Allowed beyond a Lease's own duration before it reads as unrenewed: the renewing host's clock
+and the judging one's may differ (the sentinel renews every 2 s of a 15 s lease)."""
 
 
 @dataclass(frozen=True)
@@ -156,12 +171,14 @@ class AssertResult:
         return self.status is AssertStatus.HEALTHY
 
 
-def evaluate(check: HealthCheckAssert, objects: Iterable[Mapping[str, Any]]) -> AssertResult:
+def evaluate(
+    check: HealthCheckAssert, objects: Iterable[Mapping[str, Any]], *, now: datetime | None = None
+) -> AssertResult:
     """Hold `check` against `objects`: the target itself plus, where relevant, its pods and the nodes.
 
     Pods are read for every namespaced kind (stuck containers make a workload unhealthy even
     when its counters look fine); nodes are read for DaemonSets to count the nodes they should
-    cover.
+    cover. A Lease is judged at `now` (timezone-aware; required for Lease asserts).
     """
     pool = list(objects)
     if check.kind is AssertKind.POD:
@@ -171,6 +188,10 @@ def evaluate(check: HealthCheckAssert, objects: Iterable[Mapping[str, Any]]) -> 
         return AssertResult(check, AssertStatus.MISSING, f"{check.describe()} not found")
     if check.kind is AssertKind.CRD:
         return _evaluate_crd(check, target)
+    if check.kind is AssertKind.LEASE:
+        if now is None:
+            raise ValueError("a Lease assert is judged at a time: pass now")
+        return _evaluate_lease(check, target, now)
     status = target.get("status") or {}
     spec = target.get("spec") or {}
     problem: str | None
@@ -194,6 +215,84 @@ def _evaluate_crd(check: HealthCheckAssert, crd: Mapping[str, Any]) -> AssertRes
         if condition.get("type") == "Established" and condition.get("status") == "True":
             return AssertResult(check, AssertStatus.HEALTHY, f"{check.describe()}: established")
     return AssertResult(check, AssertStatus.UNHEALTHY, f"{check.describe()}: not established")
+
+
+def _evaluate_lease(check: HealthCheckAssert, lease: Mapping[str, Any], now: datetime) -> AssertResult:
+    spec = lease.get("spec") or {}
+    holder = str(spec.get("holderIdentity") or "")
+    if not holder:
+        return AssertResult(check, AssertStatus.UNHEALTHY, f"{check.describe()}: not held (released, or never taken)")
+    duration = float(spec.get("leaseDurationSeconds") or 0)
+    renewed = _timestamp(spec.get("renewTime") or spec.get("acquireTime"))
+    if renewed is None:
+        return AssertResult(check, AssertStatus.UNHEALTHY, f"{check.describe()}: held by {holder}, never renewed")
+    age = (now - renewed).total_seconds()
+    if age > duration + LEASE_GRACE_SECONDS:
+        return AssertResult(
+            check,
+            AssertStatus.UNHEALTHY,
+            f"{check.describe()}: held by {holder} but last renewed {age:.0f} s ago (lease {duration:g} s):"
+            " its holder stopped",
+        )
+    return AssertResult(check, AssertStatus.HEALTHY, f"{check.describe()}: held by {holder}, renewed {age:.0f} s ago")
+
+
+def _timestamp(value: object) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def missing_references(workload: Mapping[str, Any], pool: Iterable[Mapping[str, Any]]) -> list[str]:
+    """`Secret name` / `ConfigMap name` for each object the workload's pod template needs and `pool` lacks.
+
+    Needed means not marked `optional: true`: env `valueFrom` and `envFrom`, volumes and
+    projected volume sources, image pull secrets (which kubelet tolerates, so they are left out).
+    """
+    namespace = _meta(workload, "namespace")
+    present = {
+        (str(o.get("kind")), str(_meta(o, "name")))
+        for o in pool
+        if o.get("kind") in ("Secret", "ConfigMap") and _meta(o, "namespace") == namespace
+    }
+    template = (((workload.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    needed = sorted(set(_required_refs(template)))
+    return [f"{kind} {name}" for kind, name in needed if (kind, name) not in present]
+
+
+def _required_refs(pod_spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    def required(ref: Mapping[str, Any] | None, name_key: str = "name") -> str:
+        if not ref or ref.get("optional") is True:
+            return ""
+        return str(ref.get(name_key) or "")
+
+    containers = [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]
+    for container in containers:
+        for env in container.get("env") or []:
+            source = env.get("valueFrom") or {}
+            if name := required(source.get("secretKeyRef")):
+                yield "Secret", name
+            if name := required(source.get("configMapKeyRef")):
+                yield "ConfigMap", name
+        for env_from in container.get("envFrom") or []:
+            if name := required(env_from.get("secretRef")):
+                yield "Secret", name
+            if name := required(env_from.get("configMapRef")):
+                yield "ConfigMap", name
+    for volume in pod_spec.get("volumes") or []:
+        if name := required(volume.get("secret"), "secretName"):
+            yield "Secret", name
+        if name := required(volume.get("configMap")):
+            yield "ConfigMap", name
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if name := required(source.get("secret")):
+                yield "Secret", name
+            if name := required(source.get("configMap")):
+                yield "ConfigMap", name
 
 
 def _evaluate_pods(check: HealthCheckAssert, pool: list[Mapping[str, Any]]) -> AssertResult:

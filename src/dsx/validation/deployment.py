@@ -5,7 +5,10 @@ Installed means a Helm release (read from Helm's storage in the snapshot) of the
 version with status `deployed`, or — for components not installed by Helm — a workload in the
 namespace running an image tagged with the pinned version. Healthy means the component's
 `healthCheckAsserts` hold (dsx.model.health_asserts) and no pod in its namespace has a
-container stuck waiting (CrashLoopBackOff, ImagePullBackOff, …), whatever the pod phase says.
+container stuck waiting (CrashLoopBackOff, ImagePullBackOff, …), whatever the pod phase says,
+and every Secret and ConfigMap its workloads' pods need exists. A `Lease` assert (a controller
+holding its leader election) is judged at the snapshot's capture time: pod readiness alone can
+be simulated, a renewed Lease cannot.
 
 Against a snapshot file without a live cluster, Deployment/StatefulSet/DaemonSet asserts are
 held against the snapshot's workload counters and the rest are skipped with the reason. What
@@ -16,6 +19,7 @@ now) makes the checks that need it `skipped` with the reason: never "not install
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from dsx.model import health_asserts, recipe, snapshot
@@ -28,6 +32,7 @@ _API_VERSIONS = {
     health_asserts.AssertKind.DAEMON_SET: "apps/v1",
     health_asserts.AssertKind.POD: "v1",
     health_asserts.AssertKind.CRD: "apiextensions.k8s.io/v1",
+    health_asserts.AssertKind.LEASE: "coordination.k8s.io/v1",
 }
 _COUNTED = frozenset(
     {health_asserts.AssertKind.DEPLOYMENT, health_asserts.AssertKind.STATEFUL_SET, health_asserts.AssertKind.DAEMON_SET}
@@ -41,11 +46,12 @@ def check(
     target: recipe.Recipe, snap: snapshot.Snapshot, live: reading.LiveObjects | None
 ) -> list[results.CheckResult]:
     out: list[results.CheckResult] = []
+    judged_at = _capture_time(snap.captured_at)
     for component in target.ordered_components():
         verdict = installed(component, snap.cluster)
         if verdict is not None:
             out.append(verdict)
-        out.extend(health(component, snap.cluster, live))
+        out.extend(health(component, snap.cluster, live, judged_at=judged_at))
     for namespace in sorted({c.namespace for c in target.component_refs}):
         owners = sorted(c.name for c in target.component_refs if c.namespace == namespace)
         out.append(namespace_pods(namespace, owners, live))
@@ -130,17 +136,33 @@ def installed(component: recipe.ComponentRef, cluster: snapshot.ClusterFacts | N
     return results.failed(name, PHASE, f"{component.name}: {detail}", images_in_namespace=images)
 
 
+def _capture_time(captured_at: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(captured_at.replace("Z", "+00:00")) if captured_at else None
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None
+
+
 def health(
-    component: recipe.ComponentRef, cluster: snapshot.ClusterFacts | None, live: reading.LiveObjects | None
+    component: recipe.ComponentRef,
+    cluster: snapshot.ClusterFacts | None,
+    live: reading.LiveObjects | None,
+    *,
+    judged_at: datetime | None = None,
 ) -> list[results.CheckResult]:
     out = []
     for declared in component.health_check_asserts:
         check = declared.in_namespace(component.namespace)
         subject = check.name or ",".join(f"{k}={v}" for k, v in sorted(check.selector.items())) or "*"
         name = f"deployment/{component.name}/{check.kind.value}/{subject}"
+        if check.kind is health_asserts.AssertKind.LEASE and (live is None or judged_at is None):
+            why = "needs a live cluster (--kubeconfig)" if live is None else "the snapshot has no capture time"
+            out.append(results.skipped(name, PHASE, f"{check.describe()}: {why}", source="none"))
+            continue
         if live is not None:
             try:
-                verdict = health_asserts.evaluate(check, _objects_for(check, live))
+                verdict = health_asserts.evaluate(check, _objects_for(check, live), now=judged_at)
             except reading.DENIED as exc:
                 out.append(results.skipped(name, PHASE, f"{check.describe()}: cannot read: {exc}", source="none"))
                 continue
@@ -168,12 +190,39 @@ def health(
                 {"assert": check.to_dict(), "result": verdict.status.value, "source": source},
             )
         )
+        if live is not None and check.kind in health_asserts.WORKLOAD_KINDS:
+            out.append(references(name, check, live))
     return out
+
+
+def references(name: str, check: health_asserts.HealthCheckAssert, live: reading.LiveObjects) -> results.CheckResult:
+    """The workload's pods can start: every Secret and ConfigMap they need exists in its namespace."""
+    name = f"{name}/references"
+    try:
+        workloads = live.objects(_API_VERSIONS[check.kind], check.kind.value, check.namespace)
+        target = next((w for w in workloads if (w.get("metadata") or {}).get("name") == check.name), None)
+        if target is None:
+            return results.skipped(name, PHASE, f"{check.describe()}: not found, references not checked")
+        pool = live.objects("v1", "Secret", check.namespace) + live.objects("v1", "ConfigMap", check.namespace)
+    except reading.DENIED as exc:
+        return results.skipped(name, PHASE, f"{check.describe()}: references not checked: cannot read: {exc}")
+    missing = health_asserts.missing_references(target, pool)
+    if missing:
+        listed = ", ".join(missing)
+        return results.failed(
+            name,
+            PHASE,
+            f"{check.describe()}: its pods need {listed}, not found in {check.namespace}: a new pod will not start",
+            missing=missing,
+        )
+    return results.passed(name, PHASE, f"{check.describe()}: every Secret and ConfigMap its pods need exists")
 
 
 def _objects_for(check: health_asserts.HealthCheckAssert, live: reading.LiveObjects) -> list[dict[str, Any]]:
     if check.kind is health_asserts.AssertKind.CRD:
         return live.objects(_API_VERSIONS[check.kind], check.kind.value)
+    if check.kind is health_asserts.AssertKind.LEASE:
+        return live.objects(_API_VERSIONS[check.kind], check.kind.value, check.namespace)
     objects = live.objects("v1", "Pod", check.namespace)
     if check.kind is not health_asserts.AssertKind.POD:
         objects = objects + live.objects(_API_VERSIONS[check.kind], check.kind.value, check.namespace)

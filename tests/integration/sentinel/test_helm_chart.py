@@ -321,3 +321,120 @@ def test_the_sentinel_runs_in_cluster_with_the_charts_service_account(
     finally:
         sentinel.stop()
         restore(kube_client, node)
+
+
+def sentinel_recipe(release: Release, folder: Path) -> Path:
+    """A recipe holding the installed release as its one component, with the catalog's asserts renamed."""
+    from dsx.model import recipe as recipe_model
+    from dsx.recipes import catalog
+
+    shipped = catalog.load().components["dsx-sentinel"]
+    renamed = [
+        {**a.to_dict(), "name": a.name.replace("dsx-sentinel", release.name)} for a in shipped.health_check_asserts
+    ]
+    document = {
+        "apiVersion": "dsx.run/v1alpha1",
+        "kind": "Recipe",
+        "metadata": {
+            "name": "chart",
+            "generator": "dsx/test",
+            "criteria": {},
+            "overlays": [],
+            "unvalidatedCriteria": [],
+        },
+        "constraints": [],
+        "componentRefs": [
+            {
+                "name": "dsx-sentinel",
+                "type": "Manifest",
+                "namespace": release.namespace,
+                "version": shipped.version,
+                "values": {},
+                "dependencyRefs": [],
+                "manifests": {"chart.yaml": "# installed by helm\n"},
+                "healthCheckAsserts": renamed,
+            }
+        ],
+        "deploymentOrder": ["dsx-sentinel"],
+    }
+    target = recipe_model.Recipe.from_dict(document, source="chart recipe").with_digest()
+    path = folder / "recipe.yaml"
+    path.write_text(serialization.dump_yaml(target.to_dict()))
+    return path
+
+
+def validate_deployment(recipe_path: Path, kubeconfig: str, report: Path) -> tuple[int, dict[str, Any]]:
+    argv = ["validate", "--recipe", str(recipe_path), "--kubeconfig", kubeconfig, "--phase", "deployment"]
+    done = subprocess.run(
+        [sys.executable, "-m", "dsx", *argv, "--output", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
+    assert report.is_file(), done.stderr
+    document = serialization.parse_json(report.read_text(), source=str(report))
+    tests = {t["name"]: t for t in document["results"]["tests"]}
+    return done.returncode, tests
+
+
+def test_validate_judges_the_installed_chart_by_its_secrets_and_its_lease(
+    release: Release, sim_cluster: Any, kube_client: KubeClient, tmp_path: Path
+) -> None:
+    """kwok marks the chart's pods Ready whatever runs; the Secrets and the leader's Lease tell the truth."""
+    recipe_path = sentinel_recipe(release, tmp_path)
+    kubeconfig = str(sim_cluster.kubeconfig)
+    deployment = f"deployment/dsx-sentinel/Deployment/{release.name}"
+    lease = f"deployment/dsx-sentinel/Lease/{release.name}"
+    references = f"{deployment}/references"
+
+    # as installed, before the README's two `kubectl create secret` steps and with no sentinel running
+    code, tests = validate_deployment(recipe_path, kubeconfig, tmp_path / "bare.json")
+    assert code == 1
+    assert tests[deployment]["status"] == "passed"  # the pods look fine
+    assert tests[references]["status"] == "failed"
+    assert tests[references]["extra"]["evidence"]["missing"] == [
+        "Secret dsx-sentinel-store",
+        "Secret dsx-sentinel-tokens",
+    ]
+    assert tests[lease]["status"] == "failed" and tests[lease]["message"].endswith("not found")
+
+    secrets = {
+        "dsx-sentinel-store": {"url": "postgresql://dsx@db.invalid:5432/dsx"},
+        "dsx-sentinel-tokens": {"tokens": "t0"},
+    }
+    for name, data in secrets.items():
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": release.namespace}}
+        kube_client.apply({**secret, "stringData": data})
+    policy = policy_file(tmp_path, {"certification": {"namespace": release.runs}})
+    sentinel = SentinelProcess(
+        tmp_path,
+        policy,
+        f"sqlite:///{tmp_path / 'events.db'}",
+        "--kubeconfig",
+        kubeconfig,
+        "--leader-elect",
+        "--leader-elect-namespace",
+        release.namespace,
+        "--leader-elect-lease-name",
+        release.name,
+    )
+    try:
+        sentinel.start()
+        wait_for(lambda: sentinel.metric("dsx_sentinel_leader") == 1, 30, "leadership", sentinel)
+        code, tests = validate_deployment(recipe_path, kubeconfig, tmp_path / "running.json")
+        failed = {name: t["message"] for name, t in tests.items() if t["status"] == "failed"}
+        assert code == 0, failed
+        assert tests[lease]["status"] == "passed" and "held by " in tests[lease]["message"]
+        assert tests[references]["status"] == "passed"
+
+        for name in secrets:  # the issue's case: Secrets deleted under a running sentinel
+            kube_client.delete("v1", "Secret", name, release.namespace)
+        code, tests = validate_deployment(recipe_path, kubeconfig, tmp_path / "no-secrets.json")
+        assert code == 1
+        assert tests[references]["status"] == "failed" and "a new pod will not start" in tests[references]["message"]
+    finally:
+        sentinel.stop()
+    code, tests = validate_deployment(recipe_path, kubeconfig, tmp_path / "stopped.json")
+    assert code == 1
+    assert tests[lease]["status"] == "failed" and "not held" in tests[lease]["message"]

@@ -3,15 +3,18 @@
 The eks/h100/ubuntu/training/kubeflow recipe is resolved by the real engine and moved into
 namespaces of this module's own (`dsxv-…`), then "installed" the way a cluster would show it:
 Helm release Secrets in Helm's storage format, and Deployments, StatefulSets and DaemonSets
-whose pods kwok runs on the simulated GPU nodes, plus the CRDs the asserts name. Failures are
-made the way they happen: a container in CrashLoopBackOff (kwok stage annotation), a release
-upgraded to the wrong chart version, one node's driver label changing. Everything changed is
+whose pods kwok runs on the simulated GPU nodes, plus the CRDs the asserts name. A Lease assert
+is held the way the component holds it, by dsx's leader elector against the real apiserver.
+Failures are made the way they happen: the Lease released, a container in CrashLoopBackOff
+(kwok stage annotation), a release upgraded to the wrong chart version, one node's driver label
+changing. Everything changed is
 put back; namespaces and CRDs created here are deleted at the end.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +25,7 @@ import pytest
 
 from dsx import serialization
 from dsx.cli.main import main
+from dsx.kube import leader
 from dsx.kube.client import KubeClient
 from dsx.model import recipe as recipe_model
 from dsx.model import snapshot as snapshot_model
@@ -100,6 +104,8 @@ class Installation:
         self.client = client
         self.namespaces: set[str] = set()
         self.crds: list[str] = []
+        self.electors: list[tuple[leader.LeaderElector, threading.Event, threading.Thread]] = []
+        self.leases: list[tuple[str, str]] = []
 
     def namespace(self, name: str) -> None:
         if name not in self.namespaces:
@@ -136,6 +142,8 @@ class Installation:
                     self.namespace(check.namespace)
                     self.client.apply(workload(kind, check.namespace, check.name, image))
                     runs_something = True
+                elif kind == "Lease":
+                    self.hold_lease(check.namespace, check.name)
             needs_pods = any(c.kind.value == "Pod" for c in component.health_check_asserts)
             crd_only = component.health_check_asserts and all(
                 c.kind.value == "CustomResourceDefinition" for c in component.health_check_asserts
@@ -143,7 +151,32 @@ class Installation:
             if not runs_something and (needs_pods or not crd_only):
                 self.client.apply(workload("Deployment", component.namespace, component.name, image))
 
+    def hold_lease(self, namespace: str, name: str) -> None:
+        """Take and keep renewing the Lease, as the component's leader would."""
+        settings = leader.ElectionSettings(namespace=namespace, name=name, identity=f"{name}-fixture")
+        elected = threading.Event()
+        elector = leader.LeaderElector(
+            self.client, settings, on_started_leading=elected.set, on_stopped_leading=lambda: None
+        )
+        stop = threading.Event()
+        thread = threading.Thread(target=elector.run, args=(stop,), name=f"lease-{name}", daemon=True)
+        thread.start()
+        assert elected.wait(30), f"the fixture could not take Lease {namespace}/{name}"
+        self.electors.append((elector, stop, thread))
+        self.leases.append((namespace, name))
+
+    def release_leases(self) -> list[tuple[str, str]]:
+        """Stop renewing and release every Lease held (as a leader that exits does); which they were."""
+        for elector, stop, thread in self.electors:
+            stop.set()
+            thread.join(10)
+            elector.release()
+        self.electors.clear()
+        released, self.leases = self.leases, []
+        return released
+
     def remove(self) -> None:
+        self.release_leases()
         for name in sorted(self.namespaces):
             self.client.delete("v1", "Namespace", name)
         for name in self.crds:
@@ -170,6 +203,9 @@ def wait_healthy(target: recipe_model.Recipe, client: KubeClient) -> None:
         time.sleep(2)
 
 
+Installed = tuple[recipe_model.Recipe, Path, Installation]
+
+
 @pytest.fixture(scope="module")
 def client(sim_cluster: Any) -> Iterator[KubeClient]:
     with KubeClient(sim_cluster.kubeconfig) as kube:
@@ -186,14 +222,14 @@ def resolved_recipe(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def installed(
     client: KubeClient, resolved_recipe: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[recipe_model.Recipe, Path]]:
+) -> Iterator[Installed]:
     path = tmp_path_factory.mktemp("owned") / "r.yaml"
     target = owned_recipe(resolved_recipe, "dsxv-", path)
     installation = Installation(client)
     try:
         installation.install(target)
         wait_healthy(target, client)
-        yield target, path
+        yield target, path, installation
     finally:
         installation.remove()
 
@@ -223,10 +259,8 @@ def test_absent_components_fail_and_are_each_listed(resolved_recipe: Path, kubec
         assert "not installed" in tests[name]["message"], tests[name]["message"]
 
 
-def test_installed_components_pass_deployment(
-    installed: tuple[recipe_model.Recipe, Path], kubeconfig: str, tmp_path: Path
-) -> None:
-    _, recipe_path = installed
+def test_installed_components_pass_deployment(installed: Installed, kubeconfig: str, tmp_path: Path) -> None:
+    _, recipe_path, _ = installed
     report, junit = tmp_path / "report.json", tmp_path / "report.xml"
     args = ["validate", "--recipe", str(recipe_path), "--kubeconfig", kubeconfig, "--phase", "deployment"]
     assert dsx(*args, "--fail-on-error", "--output", str(report), "--junit", str(junit)) == 0
@@ -237,10 +271,33 @@ def test_installed_components_pass_deployment(
     assert 'failures="0"' in junit.read_text()
 
 
-def test_crashloop_container_fails_deployment_naming_the_pod(
-    installed: tuple[recipe_model.Recipe, Path], client: KubeClient, kubeconfig: str, tmp_path: Path
+def test_ready_pods_without_their_leader_fail_deployment_and_exit_1(
+    installed: Installed, kubeconfig: str, tmp_path: Path
 ) -> None:
-    target, recipe_path = installed
+    """kwok keeps the sentinel's pods Ready; only the released Lease shows that no sentinel runs."""
+    target, recipe_path, installation = installed
+    namespace = target.component("dsx-sentinel").namespace
+    released = installation.release_leases()
+    try:
+        assert (namespace, "dsx-sentinel") in released
+        report = tmp_path / "report.json"
+        args = ["validate", "--recipe", str(recipe_path), "--kubeconfig", kubeconfig, "--phase", "deployment"]
+        assert dsx(*args, "--output", str(report)) == 1  # a failed check exits 1 without being asked
+        tests = report_tests(report)
+        assert tests["deployment/dsx-sentinel/Deployment/dsx-sentinel"]["status"] == "passed"  # kwok's Ready pods
+        lease = tests["deployment/dsx-sentinel/Lease/dsx-sentinel"]
+        assert lease["status"] == "failed"
+        assert lease["message"] == f"Lease {namespace}/dsx-sentinel: not held (released, or never taken)"
+        assert dsx(*args, "--no-fail-on-error", "--output", str(report)) == 0
+    finally:
+        for lease_namespace, name in released:
+            installation.hold_lease(lease_namespace, name)
+
+
+def test_crashloop_container_fails_deployment_naming_the_pod(
+    installed: Installed, client: KubeClient, kubeconfig: str, tmp_path: Path
+) -> None:
+    target, recipe_path, _ = installed
     namespace = target.component("gpu-operator").namespace
     broken = workload(
         "Deployment",
@@ -278,9 +335,9 @@ def test_crashloop_container_fails_deployment_naming_the_pod(
 
 
 def test_wrong_chart_version_fails_and_drifts(
-    installed: tuple[recipe_model.Recipe, Path], client: KubeClient, kubeconfig: str, tmp_path: Path
+    installed: Installed, client: KubeClient, kubeconfig: str, tmp_path: Path
 ) -> None:
-    target, recipe_path = installed
+    target, recipe_path, _ = installed
     component = target.component("gpu-operator")
     upgrade = helm_storage.build_release(
         name=component.name,
@@ -309,9 +366,9 @@ def test_wrong_chart_version_fails_and_drifts(
 
 
 def test_diff_is_clean_then_catches_one_nodes_driver_label(
-    installed: tuple[recipe_model.Recipe, Path], client: KubeClient, sim_cluster: Any, kubeconfig: str, tmp_path: Path
+    installed: Installed, client: KubeClient, sim_cluster: Any, kubeconfig: str, tmp_path: Path
 ) -> None:
-    _, recipe_path = installed
+    _, recipe_path, _ = installed
     out = tmp_path / "drift.json"
     args = ["diff", "--recipe", str(recipe_path), "--kubeconfig", kubeconfig, "--format", "json", "-o", str(out)]
     assert dsx(*args, "--fail-on-drift") == 0, out.read_text()
@@ -330,9 +387,9 @@ def test_diff_is_clean_then_catches_one_nodes_driver_label(
 
 
 def test_snapshot_lists_gpu_nodes_and_recipe_derives_h100(
-    installed: tuple[recipe_model.Recipe, Path], client: KubeClient, sim_cluster: Any, kubeconfig: str, tmp_path: Path
+    installed: Installed, client: KubeClient, sim_cluster: Any, kubeconfig: str, tmp_path: Path
 ) -> None:
-    target, _ = installed
+    target, _, _ = installed
     policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "dsxv-cluster-policy"}}
     policy["spec"] = {"driver": {"enabled": True, "version": "580.105.08"}}
     client.apply(policy)
@@ -358,10 +415,8 @@ def test_snapshot_lists_gpu_nodes_and_recipe_derives_h100(
     assert criteria["nodes"] == len(sim_cluster.node_names)
 
 
-def test_conformance_on_the_simulated_gpu_nodes(
-    installed: tuple[recipe_model.Recipe, Path], kubeconfig: str, tmp_path: Path
-) -> None:
-    _, recipe_path = installed
+def test_conformance_on_the_simulated_gpu_nodes(installed: Installed, kubeconfig: str, tmp_path: Path) -> None:
+    _, recipe_path, _ = installed
     report = tmp_path / "report.json"
     args = ["validate", "--recipe", str(recipe_path), "--kubeconfig", kubeconfig, "--phase", "conformance"]
     dsx(*args, "--output", str(report))
@@ -375,10 +430,8 @@ def test_conformance_on_the_simulated_gpu_nodes(
         assert tests[name]["status"] == "passed", tests[name]["message"]
 
 
-def test_attested_report_verifies_and_an_edit_fails(
-    installed: tuple[recipe_model.Recipe, Path], kubeconfig: str, tmp_path: Path
-) -> None:
-    _, recipe_path = installed
+def test_attested_report_verifies_and_an_edit_fails(installed: Installed, kubeconfig: str, tmp_path: Path) -> None:
+    _, recipe_path, _ = installed
     assert dsx("keygen", "--out", str(tmp_path / "validator"), "--algorithm", "ecdsa-p256") == 0
     report = tmp_path / "evidence" / "report.json"
     report.parent.mkdir()
@@ -394,10 +447,10 @@ def test_attested_report_verifies_and_an_edit_fails(
 
 
 def test_node_snapshots_travel_through_configmaps(
-    installed: tuple[recipe_model.Recipe, Path], sim_cluster: Any, kubeconfig: str, tmp_path: Path
+    installed: Installed, sim_cluster: Any, kubeconfig: str, tmp_path: Path
 ) -> None:
     """What the in-cluster agent does: node snapshot → ConfigMap; cluster snapshot merges them."""
-    target, _ = installed
+    target, _, _ = installed
     namespace = target.component("dsx-sentinel").namespace
     node = sim_cluster.node_names[0]
     data = Path(__file__).resolve().parents[2] / "data" / "validation" / "hosts"

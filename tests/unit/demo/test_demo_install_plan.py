@@ -54,6 +54,8 @@ def test_every_asserted_workload_and_crd_is_planned(recipe: recipe_model.Recipe,
         for check in component.health_check_asserts:
             if check.kind is health_asserts.AssertKind.CRD:
                 assert check.name in crds
+            elif check.kind is health_asserts.AssertKind.LEASE:
+                assert not objects_of(plan, "Lease"), "a Lease is taken by the running sentinel, never laid down"
             elif check.kind is not health_asserts.AssertKind.POD:
                 assert (check.namespace, check.name) in objects_of(plan, check.kind.value), check.describe()
     for obj in plan.objects:
@@ -158,3 +160,13 @@ def test_the_plan_is_deterministic(recipe: recipe_model.Recipe, plan: install.Pl
     assert serialization.canonical_json([again.namespaces, again.crds, again.objects]) == serialization.canonical_json(
         [plan.namespaces, plan.crds, plan.objects]
     )
+
+
+def test_the_plan_creates_what_the_sentinels_pods_need(plan: install.Plan) -> None:
+    """The chart's README steps (two Secrets) are part of the plan: validation checks they exist."""
+    pool = list(plan.objects)
+    for kind, name in (("Deployment", "dsx-sentinel"), ("DaemonSet", "dsx-sentinel-monitor")):
+        workload = objects_of(plan, kind)[("dsx-system", name)]
+        assert health_asserts.missing_references(workload, pool) == []
+        without = [o for o in pool if o["kind"] != "Secret" or not o["metadata"]["name"].startswith("dsx-sentinel-")]
+        assert health_asserts.missing_references(workload, without)  # the chart's pods do need them

@@ -125,8 +125,9 @@ def test_validate_absent_components_fails_and_lists_each(
 ) -> None:
     report = tmp_path / "report.json"
     args = ["validate", "--recipe", str(files["recipe"]), "--snapshot", str(files["empty"]), "--phase", "deployment"]
-    assert dsx(*args, "--output", str(report)) == 0  # a failed check without --fail-on-error is still a report
+    assert dsx(*args, "--output", str(report)) == 1  # a failed check exits 1 by default (the README's table)
     assert dsx(*args, "--fail-on-error", "--output", str(report)) == 1
+    assert dsx(*args, "--no-fail-on-error", "--output", str(report)) == 0  # told only to report
     failed = {t["name"] for t in json.loads(report.read_text())["results"]["tests"] if t["status"] == "failed"}
     assert {"deployment/cert-manager/installed", "deployment/gpu-operator/installed"} <= failed
     assert "FAILED: test:" in capsys.readouterr().out

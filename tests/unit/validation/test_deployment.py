@@ -10,6 +10,8 @@ from dsx.model import recipe, snapshot
 from dsx.testing.cluster_reader import FakeClusterReader
 from dsx.validation import cluster_snapshot, deployment, reading, results
 
+from .conftest import deployment_object, make_recipe, pod
+
 
 def run(target: recipe.Recipe, reader: FakeClusterReader, *, live: bool = True) -> dict[str, results.CheckResult]:
     snap = cluster_snapshot.collect(reader, generator="dsx/test")
@@ -31,9 +33,12 @@ def test_healthy_cluster_passes_every_check(cluster_recipe: recipe.Recipe, healt
     assert statuses(found) == {
         "deployment/cert-manager/installed": "passed",
         "deployment/cert-manager/Deployment/cert-manager": "passed",
+        "deployment/cert-manager/Deployment/cert-manager/references": "passed",
         "deployment/gpu-operator/installed": "passed",
         "deployment/gpu-operator/Deployment/gpu-operator": "passed",
+        "deployment/gpu-operator/Deployment/gpu-operator/references": "passed",
         "deployment/gpu-operator/DaemonSet/nvidia-device-plugin-daemonset": "passed",
+        "deployment/gpu-operator/DaemonSet/nvidia-device-plugin-daemonset/references": "passed",
         "deployment/dynamo-crds/CustomResourceDefinition/dynamocomponentdeployments.nvidia.com": "passed",
         "deployment/namespace/cert-manager/pods": "passed",
         "deployment/namespace/dynamo-system/pods": "skipped",
@@ -176,3 +181,119 @@ def test_versions_and_tags() -> None:
     assert deployment.image_tag("localhost:5000/kueue@sha256:abc") == ""
     assert deployment.image_tag("localhost:5000/kueue:v1@sha256:abc") == "v1"
     assert deployment.image_tag("busybox") == ""
+
+
+# ---- what readiness alone cannot show: a held Lease, the Secrets a new pod needs -----------------
+
+CAPTURED_AT = "2026-12-03T10:00:30Z"
+SENTINEL = {
+    "name": "dsx-sentinel",
+    "type": "Manifest",
+    "namespace": "dsx-system",
+    "version": "0.1.0",
+    "manifests": {"deployment.yaml": "kind: Deployment\n"},
+    "healthCheckAsserts": [{"kind": "Deployment", "name": "dsx-sentinel"}, {"kind": "Lease", "name": "dsx-sentinel"}],
+}
+
+
+def sentinel_cluster(
+    lease_spec: dict[str, object] | None, secrets: tuple[str, ...], *, optional_tokens: bool = False
+) -> FakeClusterReader:
+    """A sentinel Deployment (ready, as kwok would mark it) whose pods need a store URL and tokens Secret."""
+    workload = deployment_object("dsx-system", "dsx-sentinel", "ghcr.io/dsx/dsx:0.1.0")
+    template = workload["spec"]["template"]["spec"]
+    template["containers"][0]["env"] = [
+        {"name": "DSX_STORE_URL", "valueFrom": {"secretKeyRef": {"name": "dsx-sentinel-store", "key": "url"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
+    tokens: dict[str, object] = {"secretName": "dsx-sentinel-tokens"}
+    if optional_tokens:
+        tokens["optional"] = True
+    template["volumes"] = [
+        {"name": "tokens", "secret": tokens},
+        {"name": "policy", "configMap": {"name": "dsx-sentinel-policy"}},
+    ]
+    reader = FakeClusterReader(version="v1.34.1").add(
+        workload, pod("dsx-system", "dsx-sentinel-abc", labels={"app": "dsx-sentinel"})
+    )
+    reader.add({"kind": "ConfigMap", "metadata": {"name": "dsx-sentinel-policy", "namespace": "dsx-system"}})
+    for name in secrets:
+        reader.add({"kind": "Secret", "metadata": {"name": name, "namespace": "dsx-system"}})
+    if lease_spec is not None:
+        reader.add(
+            {"kind": "Lease", "metadata": {"name": "dsx-sentinel", "namespace": "dsx-system"}, "spec": lease_spec}
+        )
+    return reader
+
+
+def sentinel_recipe() -> recipe.Recipe:
+    return make_recipe(components=[SENTINEL])
+
+
+def sentinel_checks(reader: FakeClusterReader, *, captured_at: str = CAPTURED_AT) -> dict[str, results.CheckResult]:
+    snap = cluster_snapshot.collect(reader, generator="dsx/test", captured_at=captured_at)
+    return {r.name: r for r in deployment.check(sentinel_recipe(), snap, reading.LiveObjects(reader))}
+
+
+HELD = {"holderIdentity": "dsx-sentinel-abc", "leaseDurationSeconds": 15, "renewTime": "2026-12-03T10:00:28.000000Z"}
+LEASE = "deployment/dsx-sentinel/Lease/dsx-sentinel"
+REFERENCES = "deployment/dsx-sentinel/Deployment/dsx-sentinel/references"
+BOTH_SECRETS = ("dsx-sentinel-store", "dsx-sentinel-tokens")
+
+
+def test_a_renewed_lease_and_its_secrets_pass() -> None:
+    found = sentinel_checks(sentinel_cluster(HELD, BOTH_SECRETS))
+    assert found[LEASE].status is results.Status.PASSED
+    assert found[LEASE].message == "Lease dsx-system/dsx-sentinel: held by dsx-sentinel-abc, renewed 2 s ago"
+    assert found[REFERENCES].status is results.Status.PASSED
+    assert found["deployment/dsx-sentinel/Deployment/dsx-sentinel"].status is results.Status.PASSED
+
+
+def test_ready_pods_without_a_lease_are_not_a_running_sentinel() -> None:
+    found = sentinel_checks(sentinel_cluster(None, BOTH_SECRETS))
+    assert found["deployment/dsx-sentinel/Deployment/dsx-sentinel"].status is results.Status.PASSED  # kwok's view
+    assert found[LEASE].status is results.Status.FAILED
+    assert found[LEASE].message == "Lease dsx-system/dsx-sentinel not found"
+
+
+def test_a_released_lease_fails() -> None:
+    released = {**HELD, "holderIdentity": ""}
+    check = sentinel_checks(sentinel_cluster(released, BOTH_SECRETS))[LEASE]
+    assert check.status is results.Status.FAILED and "not held" in check.message
+
+
+def test_a_lease_unrenewed_past_its_duration_and_the_grace_fails() -> None:
+    # renewed at 10:00:28; lease 15 s + 15 s grace: fresh at 10:00:58, stale at 10:00:59
+    assert (
+        sentinel_checks(sentinel_cluster(HELD, BOTH_SECRETS), captured_at="2026-12-03T10:00:58Z")[LEASE].status
+        is results.Status.PASSED
+    )
+    stale = sentinel_checks(sentinel_cluster(HELD, BOTH_SECRETS), captured_at="2026-12-03T10:00:59Z")[LEASE]
+    assert stale.status is results.Status.FAILED
+    assert stale.message == (
+        "Lease dsx-system/dsx-sentinel: held by dsx-sentinel-abc but last renewed 31 s ago (lease 15 s):"
+        " its holder stopped"
+    )
+
+
+def test_a_lease_is_not_judged_without_a_capture_time() -> None:
+    check = sentinel_checks(sentinel_cluster(HELD, BOTH_SECRETS), captured_at="")[LEASE]
+    assert check.status is results.Status.SKIPPED and "no capture time" in check.message
+
+
+def test_missing_secrets_are_named_and_fail() -> None:
+    check = sentinel_checks(sentinel_cluster(HELD, ()))[REFERENCES]
+    assert check.status is results.Status.FAILED
+    assert check.evidence["missing"] == ["Secret dsx-sentinel-store", "Secret dsx-sentinel-tokens"]
+    assert "not found in dsx-system: a new pod will not start" in check.message
+
+
+def test_an_optional_secret_may_be_absent() -> None:
+    check = sentinel_checks(sentinel_cluster(HELD, ("dsx-sentinel-store",), optional_tokens=True))[REFERENCES]
+    assert check.status is results.Status.PASSED
+
+
+def test_a_lease_needs_a_live_cluster() -> None:
+    found = run(sentinel_recipe(), sentinel_cluster(HELD, BOTH_SECRETS), live=False)
+    assert found[LEASE].status is results.Status.SKIPPED and "needs a live cluster" in found[LEASE].message
+    assert REFERENCES not in found

@@ -5,9 +5,12 @@ module's row model and bus-bandwidth factors), so this reader reads them back un
 
 Reading is driven by the header line, not by a fixed regex: the header names the columns
 (`size count type redop root time algbw busbw #wrong ...` today, `size count type time algbw
-busbw error ...` in 2020 builds), and the first `time/algbw/busbw` group is out-of-place, the
-second in-place. Lines are taken per launcher stream (see `lines.py`), so tables printed by
-several ranks into one log stay apart, and NCCL INFO noise between rows is skipped.
+busbw error ...` in 2020 builds, `bytes N type op time algbw busbw res ...` in NCCL 1's tests
+and nccl-tests until March 2019, whose `time` is in milliseconds: `deltaSec * 1.0E3` in
+nccl-tests src/common.cu@b188a15, `deltaSec*1.0E6` from cbe7f65 on), and the first
+`time/algbw/busbw` group is out-of-place, the second in-place. Lines are taken per launcher
+stream (see `lines.py`), so tables printed by several ranks into one log stay apart, and NCCL
+INFO noise between rows is skipped.
 
 Verdict of a table: FAILED when it has no rows, a row has #wrong > 0, the footer says `Out of
 bounds values : N FAILED` or `Avg bus bandwidth : X FAILED` (NCCL_TESTS_MIN_BW), or a `Test ...
@@ -289,6 +292,14 @@ class NcclLog:
 
 _COLLECTIVE_NAMES = "|".join(sorted(COLLECTIVES, key=len, reverse=True))
 _BINARY = re.compile(rf"(?<![A-Za-z])({_COLLECTIVE_NAMES})_perf(?:_mpi)?\b")
+_EARLY_COLLECTIVES = {
+    f.replace("_", ""): f for f in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+}
+_EARLY_BINARY = re.compile(rf"(?<![A-Za-z])({'|'.join(sorted(_EARLY_COLLECTIVES, key=len, reverse=True))})_test\b")
+"""NCCL 1's test binaries (`./build/test/allreduce_test`, NVIDIA/nccl README 2015)."""
+_EARLY_COLUMNS = {"bytes": "size", "N": "count", "op": "redop", "res": "error"}
+"""The earliest header's names for today's columns."""
+_MILLISECONDS = 1e3
 _DEVICE = re.compile(
     r"#\s+Rank\s+(?P<rank>\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
     r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"  # stripped in code: `.*?\s*$` is O(n²)
@@ -322,6 +333,8 @@ class _TableBuilder:
     out_of_bounds: int | None = None
     avg_busbw_gbps: float | None = None
     closed: bool = False
+    time_scale_us: float = 1.0
+    """Microseconds per unit of the `time` columns (1000 under the earliest, millisecond header)."""
 
     def build(self) -> NcclTable:
         rows = tuple(self.rows)
@@ -387,9 +400,11 @@ class _Reader:
         if (stripped[:1].isdigit() or leading) and not stripped.startswith("#") and self._row(line, stripped):
             return
         body = stripped.lstrip("#").strip()
-        if "busbw" in body and "size" in body.split() and "count" in body.split():
-            self._header(line, body)
-            return
+        if "busbw" in body:
+            words = body.split()
+            if ("size" in words and "count" in words) or ("bytes" in words and "N" in words):
+                self._header(line, body)
+                return
         if "Out of bounds values" in text or "Avg bus bandwidth" in text:
             self._footer(line, text)
             return
@@ -402,6 +417,10 @@ class _Reader:
             binary = _BINARY.search(text)
             if binary:
                 self.hints[line.stream] = self.last_hint = binary.group(1)
+        elif "_test" in text:
+            early = _EARLY_BINARY.search(text)
+            if early:
+                self.hints[line.stream] = self.last_hint = _EARLY_COLLECTIVES[early.group(1)]
         if "NCCL WARN" in text:
             self._failure(line, FailureKind.NCCL_WARN)
         elif "failure" in text and _TEST_FAILURE.search(text):
@@ -414,7 +433,7 @@ class _Reader:
         lead = columns.index("size")  # the header's columns before `size` (a rank, a host) are read as named
         if len(tokens) < lead + 6 or not tokens[lead].isdigit() or not tokens[lead + 1].isdigit():
             return False
-        row = _parse_row(tokens, columns, line.number)
+        row = _parse_row(tokens, columns, line.number, table.time_scale_us if table else 1.0)
         if row is None:
             return False
         if table is None:
@@ -425,8 +444,13 @@ class _Reader:
         return True
 
     def _header(self, line: lines.LogLine, body: str) -> None:
-        columns = tuple("wrong" if t in ("#wrong", "wrong") else t for t in body.split())
-        self._start(line, line.number, columns)
+        words = body.split()
+        earliest = "bytes" in words and "N" in words and "size" not in words
+        aliases = _EARLY_COLUMNS if earliest else {}
+        columns = tuple("wrong" if t in ("#wrong", "wrong") else aliases.get(t, t) for t in words)
+        table = self._start(line, line.number, columns)
+        if earliest:
+            table.time_scale_us = _MILLISECONDS
 
     def _start(self, line: lines.LogLine, header_line: int | None, columns: tuple[str, ...]) -> _TableBuilder:
         previous = self.open.pop(line.stream, None)
@@ -503,7 +527,9 @@ class _Reader:
         return NcclLog(tables=tables, failure_lines=tuple(self.failures))
 
 
-def _parse_row(tokens: Sequence[str], columns: Sequence[str], line_number: int) -> ResultRow | None:
+def _parse_row(
+    tokens: Sequence[str], columns: Sequence[str], line_number: int, time_scale_us: float = 1.0
+) -> ResultRow | None:
     """Map row tokens onto the header's columns; None when the line is not a result row."""
     values: dict[str, str] = {}
     placements: list[dict[str, str]] = []
@@ -518,7 +544,7 @@ def _parse_row(tokens: Sequence[str], columns: Sequence[str], line_number: int) 
     try:
         size, count = lines.parse_count(values["size"]), lines.parse_count(values["count"])
         root = lines.parse_count(values["root"]) if "root" in values else None
-        measured = [_measurement(p) for p in placements]
+        measured = [_measurement(p, time_scale_us) for p in placements]
     except (KeyError, ValueError):
         return None
     if not measured or measured[0].busbw_gbps is None or "type" not in values:
@@ -535,11 +561,12 @@ def _parse_row(tokens: Sequence[str], columns: Sequence[str], line_number: int) 
     )
 
 
-def _measurement(columns: dict[str, str]) -> Measurement:
+def _measurement(columns: dict[str, str], time_scale_us: float = 1.0) -> Measurement:
     wrong = columns.get("wrong")
     error = columns.get("error")
+    time = _optional_float(columns.get("time"))
     return Measurement(
-        time_us=_optional_float(columns.get("time")),
+        time_us=None if time is None else time * time_scale_us,
         algbw_gbps=_optional_float(columns.get("algbw")),
         busbw_gbps=_optional_float(columns.get("busbw")),
         wrong=None if wrong is None or wrong == "N/A" else int(_optional_float(wrong) or 0),

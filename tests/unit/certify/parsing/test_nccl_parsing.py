@@ -129,6 +129,32 @@ EXPECTED = [
         nccl.Status.PASSED,
         None,
     ),
+    Expected(
+        "15-allreduce-titanx-nccl1-2015-bytes-header.log",
+        "all_reduce",  # named by `./build/test/allreduce_test`
+        False,
+        20,
+        10_000_000,
+        10_000_000,
+        None,
+        9.33,
+        10_000_000,
+        nccl.Status.PASSED,
+        None,
+    ),
+    Expected(
+        "16-allreduce-a100-2node-efa-mpirun-tag-output.log",
+        "all_reduce",
+        True,
+        28,
+        8,
+        1 * GiB,
+        7.80081,
+        32.71,
+        1 * GiB,
+        nccl.Status.PASSED,
+        0,
+    ),
 ]
 
 
@@ -188,6 +214,54 @@ def test_legacy_layout_reads_error_column_and_fails_on_out_of_bounds() -> None:
     assert (row.out_of_place.busbw_gbps, row.in_place and row.in_place.busbw_gbps) == (129.05, 128.84)
     assert [f.kind for f in table.failure_lines] == [nccl.FailureKind.OUT_OF_BOUNDS]
     assert table.failure_lines[0].text == "Out of bounds values : 2 FAILED"
+
+
+def test_the_earliest_header_reads_bytes_n_op_res_and_milliseconds() -> None:
+    """NCCL 1's tests (2015) and nccl-tests until 2019: `bytes N type op ... res`, time in ms."""
+    table = nccl.parse(sample("15-allreduce-titanx-nccl1-2015-bytes-header.log")).tables[0]
+    assert table.layout is nccl.Layout.LEGACY
+    first = table.rows[0]
+    assert (first.size_bytes, first.count, first.type, first.redop) == (10_000_000, 10_000_000, "char", "sum")
+    assert first.out_of_place.time_us == pytest.approx(1628.0)  # printed 1.628 (ms)
+    assert (first.out_of_place.algbw_gbps, first.out_of_place.busbw_gbps) == (6.14, 9.21)
+    assert first.in_place is not None and first.in_place.busbw_gbps == 7.77
+    assert [(r.type, r.redop) for r in table.rows[:5]] == [
+        ("char", "sum"),
+        ("char", "prod"),
+        ("char", "max"),
+        ("char", "min"),
+        ("int", "sum"),
+    ]
+    errors = {(r.type, r.redop): r.out_of_place.error for r in table.rows if r.out_of_place.error}
+    assert errors == {
+        ("half", "sum"): 4e-03,
+        ("half", "prod"): 1e-03,
+        ("float", "sum"): 5e-07,
+        ("float", "prod"): 1e-07,
+        ("double", "prod"): 2e-16,
+    }
+    last = table.rows[-1]
+    assert (last.type, last.redop, last.out_of_place.busbw_gbps, last.in_place and last.in_place.busbw_gbps) == (
+        "double",
+        "min",
+        9.25,
+        9.24,
+    )
+    # bandwidth agrees with the time only when it is read as milliseconds: 10 MB / 1.628 ms = 6.14 GB/s
+    assert first.size_bytes / first.out_of_place.time_us / 1e3 == pytest.approx(6.14, abs=0.01)
+
+
+def test_mpirun_tag_output_with_info_lines_between_header_and_rows() -> None:
+    table = nccl.parse(sample("16-allreduce-a100-2node-efa-mpirun-tag-output.log")).tables[0]
+    assert table.stream == "1,0" and table.layout is nccl.Layout.LEGACY
+    last = table.rows[-1]
+    assert (last.out_of_place.time_us, last.out_of_place.algbw_gbps, last.out_of_place.busbw_gbps) == (
+        61556.0,
+        17.44,
+        32.71,
+    )
+    assert last.out_of_place.error == 5e-07
+    assert last.in_place is not None and (last.in_place.time_us, last.in_place.busbw_gbps) == (61303.0, 32.84)
 
 
 def test_init_failure_without_table_fails_with_the_warn_and_test_failure_lines() -> None:

@@ -371,3 +371,29 @@ def test_dcgm4_json_results_name_their_gpu_as_an_entity() -> None:
     assert [(r.test, r.gpu, r.status, r.details) for r in report.results] == [
         ("software", "0", DiagStatus.FAIL, ("Persistence Mode: disabled",))
     ]
+
+
+def test_dcgm4_json_from_a_real_gb10_run_fails_software_on_gpu_0() -> None:
+    """DCGM 4.2.3 `dcgmi diag -r 1 -j` (glimmer-burnin's captured fixture): results name their GPU
+    as `entity_group: GPU, entity_id: 0`."""
+    report = dcgm_diag.parse_diag(read("dcgm", "07-json-fail-software-gb10-dcgm4.2.3.json.txt"))
+    assert [(r.category, r.test, r.gpu, r.status) for r in report.results] == [
+        ("Deployment", "software", "0", DiagStatus.FAIL)
+    ]
+    assert report.results[0].details[0].startswith("Persistence Mode: Persistence mode for GPU 0 is disabled.")
+    assert report.complete
+    failed = report.findings()
+    assert [(f.kind, f.gpu_index, f.test, f.is_fatal) for f in failed] == [
+        (FindingKind.DIAG_FAILED_DEPLOYMENT, "0", "software", False)  # a set-up finding, not a broken GPU
+    ]
+
+
+def test_dcgm4_json_as_dcgmi_prints_it_passes_memory_and_pcie() -> None:
+    """DCGM 4.5.2 level 2 in jsoncpp's own layout (tabs, `"key" : value`)."""
+    report = dcgm_diag.parse_diag(read("dcgm", "08-json-pass-memory-pcie-gb10-dcgm4.5.2.json.txt"))
+    assert [(r.category, r.test, r.gpu, r.status) for r in report.results] == [
+        ("Deployment", "software", "0", DiagStatus.FAIL),
+        ("Hardware", "memory", "0", DiagStatus.PASS),
+        ("Integration", "pcie", "0", DiagStatus.PASS),
+    ]
+    assert [f.kind for f in report.findings()] == [FindingKind.DIAG_FAILED_DEPLOYMENT]

@@ -133,7 +133,25 @@ def test_a_mig_attributed_xid_keeps_its_gpu_address_and_names_the_instance() -> 
     )
 
 
+def test_process_names_in_a_real_log_as_the_driver_prints_them() -> None:
+    """gpud PR 46's dmesg excerpt: `pid='<unknown>', name=<unknown>` (no process) and
+    `pid=1797828, name=pt_main_thread` (kernel_rc.c prints `pid=%s, name=%s` with no width, every
+    release from 515.43.04 to 595.45.04)."""
+    text = (DATA / "process-names.txt").read_text(encoding="utf-8").split("\n", 1)[1]
+    records = xid.parse_text(text)
+    assert [(r.code, r.pid, r.process_name, r.pci_address) for r in records] == [
+        (13, None, None, "0000:cb:00"),
+        (13, None, None, "0000:cb:00"),
+        (13, None, None, "0000:cb:00"),
+        (109, 1797828, "pt_main_thread", "0000:cb:00"),
+    ]
+    assert records[-1].message == "Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005"
+    assert records[0].message == "Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"
+
+
 def test_process_names_read_with_padding_or_without_a_pid() -> None:
+    """Tolerance beyond the driver's own format: padding a log shipper may add, and the 570+ form
+    without pid and name (`"NVRM: Xid (...): %d, %s%s"`, kernel_rc.c:393 at 595.45.04)."""
     for line, pid, name in [
         ("NVRM: Xid (PCI:0000:3b:00): 13, pid=1234,   name=python3, Graphics Exception", 1234, "python3"),
         ("NVRM: Xid (PCI:0000:3b:00): 13, name=python3, Graphics Exception", None, "python3"),
