@@ -1,15 +1,20 @@
 """The root README every bundle carries: what was resolved, in which order, and how to apply it.
 
 A reviewer reads this before approving a bundle, so it lists criteria, constraints and every
-component with its pinned version and wave; the deployer adds its own "Apply" section.
+component with its pinned version and wave; the deployer adds its own "Apply" section. Secrets a
+Manifest component's workloads need and no manifest of the bundle holds are listed under "Create
+before applying", in the words of the workload's `dsx.run/secret.<name>` annotation: without
+them its pods never start, and a GitOps install waits at that component's wave.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dsx import serialization
 from dsx.bundles.options import BundleOptions
 from dsx.model import bundle_layout as layout
+from dsx.model import health_asserts
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
 
@@ -58,6 +63,16 @@ def root_readme(recipe: Recipe, deployer: str, options: BundleOptions, apply_sec
     parts.append(
         "| wave | component | type | from | version | namespace | needs |\n|---|---|---|---|---|---|---|\n" + rows
     )
+    needed = operator_secrets(recipe)
+    if needed:
+        parts.append("## Create before applying\n")
+        parts.append(
+            "The bundle's workloads need these Secrets and do not ship them: their values are yours. Create each"
+            " with `kubectl -n NAMESPACE create secret generic NAME --from-literal=KEY=VALUE` (or your secret"
+            " store) before its component's wave; until then its pods do not start.\n\n"
+            "| Secret | namespace | needed by | what it holds |\n|---|---|---|---|\n"
+            + "".join(f"| {cell(n)} | {cell(ns)} | {cell(by)} | {cell(what)} |\n" for n, ns, by, what in needed)
+        )
     parts.append("## Apply\n")
     parts.append(apply_section)
     parts.append("## Verify before applying\n")
@@ -67,3 +82,45 @@ def root_readme(recipe: Recipe, deployer: str, options: BundleOptions, apply_sec
         + fenced(["sha256sum -c checksums.txt", "dsx verify . --key signer.pub   # when signed"])
     )
     return "\n".join(parts)
+
+
+_WORKLOADS = frozenset({"Deployment", "DaemonSet", "StatefulSet"})
+DESCRIBED_BY_ANNOTATION = "dsx.run/secret."
+"""A workload's annotation `dsx.run/secret.<name>`: what the Secret <name> it needs holds."""
+
+
+def operator_secrets(recipe: Recipe) -> list[tuple[str, str, str, str]]:
+    """(Secret, namespace, workloads needing it, what it holds) for Secrets no manifest of the recipe defines."""
+    documents = [
+        (ref, doc)
+        for ref in recipe.ordered_components()
+        if ref.type is ComponentType.MANIFEST
+        for name, text in sorted(ref.manifests.items())
+        for doc in serialization.parse_yaml_documents(text, source=f"{ref.name}/{name}")
+        if isinstance(doc, dict)
+    ]
+    shipped = {
+        (str(meta.get("namespace") or ref.namespace), str(meta.get("name")))
+        for ref, doc in documents
+        if doc.get("kind") == "Secret"
+        for meta in [doc.get("metadata") or {}]
+    }
+    found: dict[tuple[str, str], tuple[list[str], str]] = {}
+    for ref, doc in documents:
+        if doc.get("kind") not in _WORKLOADS:
+            continue
+        meta = doc.get("metadata") or {}
+        namespace = str(meta.get("namespace") or ref.namespace)
+        annotations = meta.get("annotations") or {}
+        for kind, name in health_asserts.needed_objects(doc):
+            if kind != "Secret" or (namespace, name) in shipped:
+                continue
+            users, what = found.setdefault((namespace, name), ([], ""))
+            users.append(f"{doc['kind']} {meta.get('name')}")
+            said = str(annotations.get(DESCRIBED_BY_ANNOTATION + name) or "")
+            if said and not what:
+                found[(namespace, name)] = (users, said)
+    return [
+        (name, namespace, ", ".join(users), what or "not described by its workloads")
+        for (namespace, name), (users, what) in sorted(found.items(), key=lambda item: (item[0][1], item[0][0]))
+    ]

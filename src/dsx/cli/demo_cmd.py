@@ -48,8 +48,8 @@ def demo(
     """Run the whole lifecycle on a simulated cluster.
 
     Recipe (eks/h100/ubuntu/training/kubeflow) → Argo CD bundle → sign → verify → dsx sim with
-    8 H100 nodes → validate → certify with one slow node, isolated → sentinel → Xid 79 on
-    another node → quarantine → drain → remediate → re-certify → uncordon. Progress goes to
+    8 H100 nodes → install → sentinel → validate → certify with one slow node, isolated → Xid 79
+    on another node → quarantine → drain → remediate → re-certify → uncordon. Progress goes to
     stderr, the summary table to stdout; everything lands in --output, with report.html
     linking it all. Exit 0 only when every step did what it should.
     """

@@ -114,12 +114,20 @@ def deliver(sink: Sink, events: list[HealthEvent]) -> int:
 
 
 def read_token(path: str | None) -> str:
+    """The first token of a token file in the sentinel's format (one a line, `#` comments), so the
+    monitors can mount the same Secret the sentinel reads all its tokens from."""
     if not path:
         raise errors.BadInputError("--url needs --token-file with the sentinel's bearer token")
     try:
-        return Path(path).read_text(encoding="utf-8").strip()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise errors.BadInputError(f"{path}: cannot read the token: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise errors.BadInputError(f"{path}: byte {exc.start}: not UTF-8; a token file is UTF-8 text") from exc
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            return line.strip()
+    raise errors.BadInputError(f"{path}: no token in the file (one a line; `#` starts a comment)")
 
 
 def node_source(

@@ -2,8 +2,9 @@
 
 Configure: resolve the recipe, render the Argo CD bundle, sign it with a throwaway key and
 verify it offline. Certify: start `dsx sim` with 8 H100 nodes, lay down what an installation of
-the recipe leaves behind (see install.py), validate readiness, deployment and conformance, and
-certify the nodes with the local executor (real gloo collectives, one process per rank, the
+the recipe leaves behind (see install.py), start the sentinel (operate.py; validation judges
+the installed dsx-sentinel by the Lease it holds), validate readiness, deployment and
+conformance, and certify the nodes with the local executor (real gloo collectives, one process per rank, the
 ranks named after the simulated nodes) while one node is made slow; the node fault isolation
 blames is cordoned and tainted with the reason. Operate: see operate.py.
 

@@ -259,9 +259,13 @@ def missing_references(workload: Mapping[str, Any], pool: Iterable[Mapping[str, 
         for o in pool
         if o.get("kind") in ("Secret", "ConfigMap") and _meta(o, "namespace") == namespace
     }
+    return [f"{kind} {name}" for kind, name in needed_objects(workload) if (kind, name) not in present]
+
+
+def needed_objects(workload: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(`Secret` or `ConfigMap`, name) for each object the workload's pod template needs, sorted."""
     template = (((workload.get("spec") or {}).get("template") or {}).get("spec")) or {}
-    needed = sorted(set(_required_refs(template)))
-    return [f"{kind} {name}" for kind, name in needed if (kind, name) not in present]
+    return sorted(set(_required_refs(template)))
 
 
 def _required_refs(pod_spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

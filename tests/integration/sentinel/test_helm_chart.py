@@ -397,7 +397,9 @@ def test_validate_judges_the_installed_chart_by_its_secrets_and_its_lease(
         "Secret dsx-sentinel-store",
         "Secret dsx-sentinel-tokens",
     ]
-    assert tests[lease]["status"] == "failed" and tests[lease]["message"].endswith("not found")
+    # not found, or left released by the in-cluster run above
+    assert tests[lease]["status"] == "failed"
+    assert tests[lease]["message"].endswith(("not found", "not held (released, or never taken)"))
 
     secrets = {
         "dsx-sentinel-store": {"url": "postgresql://dsx@db.invalid:5432/dsx"},

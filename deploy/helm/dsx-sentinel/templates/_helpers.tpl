@@ -92,3 +92,12 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end -}}
 {{- dict "keys" ($keys | uniq | sortAlpha) | toJson -}}
 {{- end -}}
+
+{{- /* What each Secret the pods need holds, as annotations (dsx.run/secret.<name>): bundle READMEs
+list the Secrets a component needs and does not ship, with these words. */}}
+{{- define "dsx-sentinel.secretAnnotations" -}}
+{{- if not .Values.store.url }}
+dsx.run/secret.{{ include "dsx-sentinel.storeSecret" . }}: {{ printf "key %s: the event store, a PostgreSQL URL (postgresql://USER:PASSWORD@HOST:5432/DATABASE); the database must exist and USER may create tables in it (dsx creates and checks its own at start)" .Values.store.key | quote }}
+{{- end }}
+dsx.run/secret.{{ .Values.tokens.existingSecret }}: "key tokens: bearer tokens for /v1/events, /v1/status and /metrics, one a line (openssl rand -hex 32)"
+{{- end }}

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from dsx import errors
 from dsx.api import security
 from dsx.cli.main import main
-from dsx.controllers import http, telemetry
+from dsx.controllers import http, monitors, telemetry
 from dsx.health import ingest, pipeline_status
 from dsx.model.health import HealthEvent
 from dsx.store import open_store
@@ -228,3 +229,14 @@ def test_batch_sizes_agree_from_the_log_reader_to_the_sender_to_ingest(tmp_path:
         assert sentinel.posts == [limit, limit, 1]
     finally:
         sentinel.close()
+
+
+def test_the_monitor_posts_with_the_first_token_of_the_sentinels_token_file(tmp_path: Path) -> None:
+    """The chart mounts one tokens Secret into the sentinel (every token) and the monitors (the first)."""
+    shared = tmp_path / "tokens"
+    shared.write_text("# rotated 2026-12-01\nmonitor-token-0123456789abcdef\nprometheus-token-0123456789abcdef\n")
+    assert monitors.read_token(str(shared)) == "monitor-token-0123456789abcdef"
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing yet\n\n")
+    with pytest.raises(errors.BadInputError, match="no token in the file"):
+        monitors.read_token(str(empty))
