@@ -13,7 +13,7 @@ from hypothesis import settings
 settings.register_profile("dsx", deadline=None)
 settings.load_profile("dsx")
 
-pytest_plugins = ["fixtures.sim_cluster", "fixtures.postgres_server", "fixtures.helm"]
+pytest_plugins = ["fixtures.sim_cluster", "fixtures.postgres_server", "fixtures.helm", "fixtures.promtool"]
 
 REPO = Path(__file__).resolve().parent.parent
 TESTDATA = Path(__file__).resolve().parent / "data"

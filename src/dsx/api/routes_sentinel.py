@@ -11,7 +11,7 @@ body with the old snake_case keys is accepted with `Deprecation` and `Warning` h
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
@@ -57,7 +57,7 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
         """Nodes that left service (state, reason, history), validation requests, breaker, cursors."""
         store = _store(settings)
         gate = breaker.CircuitBreaker(store, policy_module.BreakerSettings(), lambda: 0)
-        return wire.respond(pipeline_status.document(store, gate))
+        return wire.respond(pipeline_status.document(store, gate, now=datetime.now(UTC)))
 
     @api.get("/v1/sentinel/events", tags=["operate"], responses={**wire.answers(schemas.EventsPage), **answers})
     def get_events(

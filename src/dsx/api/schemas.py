@@ -99,8 +99,16 @@ class DeadLetterView(Model, kw_only=True):
     parked_at: Annotated[str, msgspec.Meta(description="ISO 8601.")]
 
 
+class ConsumerLagView(Model, kw_only=True):
+    consumer: str
+    cursor: int
+    behind_events: Annotated[int, msgspec.Meta(description="Stored events past the cursor.")]
+    behind_seconds: Annotated[float, msgspec.Meta(description="How long the oldest of them has waited.")]
+    history_lost: Annotated[bool, msgspec.Meta(description="The cursor is past the newest event: history lost.")]
+
+
 class SentinelStatus(Model, kw_only=True):
-    """What `dsx sentinel status` shows: nodes out of service, validation requests, breaker, cursors."""
+    """What `dsx sentinel status` shows: nodes out of service, validation requests, breaker, cursors, lag."""
 
     nodes: list[dict[str, Any]]
     validation_requests: list[ValidationRequestView]
@@ -108,6 +116,7 @@ class SentinelStatus(Model, kw_only=True):
     dead_letters: list[DeadLetterView]
     cursors: dict[str, int]
     last_sequence: int
+    consumers: list[ConsumerLagView]
 
 
 class StoredEvent(Model, kw_only=True):

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dsx import settings
+from dsx.cli import entry, sentinel_render
 from dsx.cli import output as cli_output
-from dsx.cli import sentinel_render
 from dsx.cli.params import INT64_MAX, FiniteFloatRange, log_format_option
 from dsx.cli.sentinel_parse_cmd import parse
 from dsx.cli.sentinel_report_cmd import report
@@ -37,10 +37,42 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def _default_store() -> str:
-    folder = folders.paths().state_dir / "sentinel"
+def _default_store(server: str) -> str:
+    """One SQLite store per cluster in the dsx state folder, named after the apiserver it serves, so
+    the histories of two clusters (two `dsx sim` clusters, staging and production) never mix."""
+    from urllib.parse import urlsplit
+
+    where = urlsplit(server)
+    name = re.sub(r"[^A-Za-z0-9.-]+", "-", where.netloc or server).strip("-") or "cluster"
+    sentinel = folders.paths().state_dir / "sentinel"
+    folder = sentinel / "clusters" / name
     folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'events.db'}"
+    store = folder / "events.db"
+    shared = sentinel / "events.db"  # one store for every cluster, before 0.1.0's per-cluster default
+    if shared.exists() and not store.exists():
+        logging.getLogger("dsx.sentinel").warning(
+            "the default store is per cluster now; the earlier shared history stays in %s (--store sqlite:///%s)",
+            shared,
+            shared,
+        )
+    return f"sqlite:///{store}"
+
+
+def _targeted_server() -> str:
+    """The apiserver of the cluster a command without --store means (kubectl's way of finding it)."""
+    import os
+
+    from dsx.errors import BadInputError
+    from dsx.kube import incluster
+    from dsx.kube.client import server_of
+
+    found = incluster.locate(None, os.environ)
+    if found is None:
+        raise BadInputError(
+            "no --store, and no cluster to find the default store by (the default store is per cluster: "
+            "set KUBECONFIG to the cluster's kubeconfig, or give --store URL)"
+        )
+    return server_of(found)
 
 
 def _store(url: str | None) -> EventStore:
@@ -48,7 +80,7 @@ def _store(url: str | None) -> EventStore:
     from dsx.store import open_store
 
     context = click.get_current_context()
-    store = open_store(url or _default_store(), init=bool(context.meta.get(_INIT_KEY)))
+    store = open_store(url or _default_store(_targeted_server()), init=bool(context.meta.get(_INIT_KEY)))
     context.call_on_close(lambda: _report_damaged(store))
     return store
 
@@ -97,7 +129,8 @@ def store_option(command: Any) -> Any:
         "store_url",
         default=None,
         metavar="URL",
-        help="Event store: sqlite:///PATH, postgresql://..., memory:.",
+        help="Event store: sqlite:///PATH, postgresql://..., memory:. Default: one SQLite file per cluster"
+        " (the apiserver of --sim, --kubeconfig or $KUBECONFIG) in the dsx state folder.",
     )(command)
 
 
@@ -299,9 +332,10 @@ def run(
         else folders.paths().state_dir / "sentinel" / (f"sim-{sim_name}" if sim_name else "default")
     )
     election = _election(leader_options)
+    choice = sentinel_wiring.ClusterChoice(kubeconfig=Path(kubeconfig) if kubeconfig else None, sim_name=sim_name)
     options = runtime.SentinelOptions(
         policy=chosen,
-        store_url=store_url or _default_store(),
+        store_url=store_url or _default_store(sentinel_wiring.cluster_server(choice)),
         state_dir=folder,
         host=host,
         port=port,
@@ -312,7 +346,6 @@ def run(
         election=election,
         store_init=bool(click.get_current_context().meta.get(_INIT_KEY)),
     )
-    choice = sentinel_wiring.ClusterChoice(kubeconfig=Path(kubeconfig) if kubeconfig else None, sim_name=sim_name)
     sentinel_runtime = sentinel_wiring.build(options, choice)
     sys.setswitchinterval(runtime.SWITCH_INTERVAL_SECONDS)
     sentinel_runtime.start()
@@ -322,6 +355,11 @@ def run(
         "serving", extra={"url": f"http://{host}:{sentinel_runtime.http.port}", "port": sentinel_runtime.http.port}
     )
     interrupts.wait_for_stop(sentinel_runtime.finished)
+    if sentinel_runtime.refusal is not None:  # another sentinel acts on the store (dsx.health.actor)
+        try:
+            entry.report(sentinel_runtime.refusal)  # the one-line error every command prints
+        except SystemExit:
+            os._exit(sentinel_runtime.refusal.exit_code)  # not sys.exit: the Lease loop is still running
     if sentinel_runtime.leadership_lost.is_set():
         os._exit(1)  # another replica may act now: stop this one's work mid-step rather than overlap
     sentinel_runtime.stop()
@@ -470,7 +508,7 @@ def status(store_url: str | None, fmt: str, output: str | None) -> None:
     store = _store(store_url)
     try:
         gate = breaker.CircuitBreaker(store, policy_module.BreakerSettings(), lambda: 0)
-        document = pipeline_status.document(store, gate)
+        document = pipeline_status.document(store, gate, now=datetime.now(UTC))
     finally:
         store.close()
     cli_output.emit(document, fmt, output, table=sentinel_render.status_table)

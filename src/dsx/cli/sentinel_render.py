@@ -52,6 +52,15 @@ def status_table(document: dict[str, Any]) -> str:
             ["request", "node", "status", "reason", "detail"],
             [[r["id"], r["node"], r["status"], r["reason"][:50], r["detail"][:60]] for r in requests],
         )
+    consumers = document.get("consumers") or []
+    if consumers:
+        text += "\n\nconsumers:\n" + cli_output.format_table(
+            ["consumer", "cursor", "behind events", "behind seconds", "history"],
+            [
+                [c["consumer"], c["cursor"], c["behindEvents"], f"{c['behindSeconds']:.0f}", _history(c)]
+                for c in consumers
+            ],
+        )
     parked = document.get("deadLetters") or []
     if parked:
         text += "\n\ndead letters (`dsx sentinel retry` replays them):\n" + cli_output.format_table(
@@ -62,6 +71,10 @@ def status_table(document: dict[str, Any]) -> str:
             ],
         )
     return text + "\n"
+
+
+def _history(consumer: dict[str, Any]) -> str:
+    return "LOST: cursor past the newest event" if consumer["historyLost"] else "ok"
 
 
 def replay_table(report: dict[str, Any]) -> str:

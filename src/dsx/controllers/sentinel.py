@@ -34,17 +34,20 @@ the loops; work cut short is resumed by the next start (same owner name).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dsx import errors, settings
 from dsx.api import security
 from dsx.controllers import http, kube_nodes, loops, monitors, telemetry
+from dsx.health import actor as actor_claim
 from dsx.health import (
     analyzer,
     breaker,
@@ -75,6 +78,19 @@ from dsx.store.group_commit import GroupCommit
 log = logging.getLogger("dsx.sentinel")
 
 DEFAULT_PORT = settings.SENTINEL_PORT
+
+
+def _process_gone(holder: actor_claim.Actor) -> bool:
+    """Whether the claim's holder is a process of this host that runs no more (a crash here)."""
+    if holder.host != socket.gethostname() or holder.pid <= 0:
+        return False
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # runs, as another user
+    return False
 
 
 def default_owner() -> str:
@@ -169,6 +185,14 @@ class SentinelRuntime:
         self.elector: leader.LeaderElector | None = None
         self._leases_client: KubeClient | None = None
         self.leadership_lost = threading.Event()
+        self.refusal: errors.ConflictError | None = None
+        """Why this sentinel may not act: another acts on its store (dsx.health.actor)."""
+        host = socket.gethostname()
+        election = options.election
+        self.actor = actor_claim.Actor(
+            f"{host}-{os.getpid()}", host, os.getpid(), f"{election.namespace}/{election.name}" if election else ""
+        )
+        self._actor_store: EventStore | None = None
         self.finished = threading.Event()
         """Set when the process should end: the Lease was lost (or the CLI got a signal)."""
         self.store = self._open_store()
@@ -292,7 +316,11 @@ class SentinelRuntime:
         )
         self.http.start()
         if self.options.election is None:
-            self._act()
+            try:
+                self._act()
+            except errors.ConflictError:
+                self.stop()
+                raise
         else:
             self._campaign(self.options.election)
         self._started = True
@@ -324,8 +352,64 @@ class SentinelRuntime:
         self.stop_event.set()
         self.finished.set()
 
+    def _acts(self) -> bool:
+        return any(self.policy.switch(stage).enabled for stage in (*PIPELINE, Stage.VALIDATION))
+
+    def _claim(self) -> None:
+        """Register as the store's one actor, or ConflictError naming the one that acts on it."""
+        store = self._actor_store = self._actor_store or self._open_store()
+        me = self.actor
+        store.update_breaker(
+            actor_claim.DOCUMENT,
+            lambda current: (actor_claim.decide(current, me, datetime.now(UTC), gone=_process_gone), None),
+        )
+        log.info("acting on the store", extra={"actor": me.instance, "lease": me.lease or None})
+
+    def _renew_claim(self) -> None:
+        assert self._actor_store is not None
+        me = self.actor
+        renewed = self._actor_store.update_breaker(
+            actor_claim.DOCUMENT,
+            lambda current: ((doc := actor_claim.renewal(current, me, datetime.now(UTC))), doc is not None),
+        )
+        if not renewed:
+            self._refuse(
+                errors.ConflictError(
+                    "event store: another sentinel took over the store while this one was not renewing its claim;"
+                    " stopping so the two do not overlap"
+                )
+            )
+
+    def _refuse(self, refusal: errors.ConflictError) -> None:
+        log.error("not acting: %s", refusal, extra={"actor": self.actor.instance})
+        self.refusal = refusal
+        self._lost_leadership()
+
+    def _release_claim(self) -> None:
+        if self._actor_store is None or self.refusal is not None:
+            return
+        me = self.actor
+        try:
+            self._actor_store.update_breaker(
+                actor_claim.DOCUMENT, lambda current: (actor_claim.released(current, me), None)
+            )
+        except errors.DsxError as exc:  # it goes stale within STALE_SECONDS anyway
+            log.warning("could not release the actor claim: %s", exc)
+
     def _act(self) -> None:
         """Start everything that decides or acts (at once, or when elected)."""
+        if self._acts():
+            try:
+                self._claim()
+            except errors.ConflictError as refusal:
+                if self.options.election is None:
+                    raise  # start() fails: the CLI says why and exits
+                self._refuse(refusal)  # elected, yet another acts without the Lease: step down and exit
+                return
+            self._spawn(
+                "actor-claim",
+                self._poll_loop(self._renew_claim, actor_claim.RENEW_SECONDS, always_wait=True, name="actor-claim"),
+            )
         self.telemetry.leader.set(1)
         for runner in self.runners:
             self._spawn(f"stage-{runner.name}", self._stage_loop(runner))
@@ -349,6 +433,16 @@ class SentinelRuntime:
             "fleet",
             self._poll_loop(self._account_fleet, self.options.fleet_interval_seconds, always_wait=True, name="fleet"),
         )
+        accounting = self._open_store()
+        self._spawn(
+            "consumers",  # the store alone: lag stays visible while the apiserver hangs
+            self._poll_loop(
+                lambda: self._account_consumers(accounting),
+                self.options.fleet_interval_seconds,
+                always_wait=True,
+                name="consumers",
+            ),
+        )
         self._spawn("store-watch", self._watch_store)
 
     def stop(self, *, timeout_seconds: float = 10.0) -> None:
@@ -366,6 +460,7 @@ class SentinelRuntime:
         for monitor in self.kernel_monitors:
             monitor.close()
         self.client.close()
+        self._release_claim()  # after the loops ended, like the Lease: another may act at once
         if self.elector is not None and not self.leadership_lost.is_set():
             self.elector.release()  # after the loops ended: a standby may act at once
         if self._leases_client is not None:
@@ -509,14 +604,32 @@ class SentinelRuntime:
             state = states.get(str(node["metadata"]["name"]), NodeState.HEALTHY)
             counts[state] = counts.get(state, 0) + 1
         self.telemetry.fleet(capacity, added, counts)
-        self.telemetry.lag(self.store.cursors(), self.store.last_sequence())
         self.telemetry.breaker_tripped.set(1 if self.breaker.state() is breaker.BreakerState.TRIPPED else 0)
+        return True
+
+    def _account_consumers(self, store: EventStore) -> bool:
+        """Each consumer's lag (events, seconds), lost history, dead letters: from the store alone."""
+        consumers = pipeline_status.consumer_lag(store, datetime.now(UTC))
+        self.telemetry.lag(consumers)
+        self._halt_on_lost_history(consumers)
         parked: dict[str, int] = dict.fromkeys((s.value for s in PIPELINE), 0)
-        for record in self.store.dead_letters():
+        for record in store.dead_letters():
             parked[record.stage] = parked.get(record.stage, 0) + 1
         for stage, count in parked.items():
             self.telemetry.dead_letters.labels(stage).set(count)
         return True
+
+    def _halt_on_lost_history(self, consumers: Sequence[pipeline_status.ConsumerLag]) -> None:
+        """A stage whose cursor is past the newest event stops claiming: what would come next under
+        those sequences would be skipped. /readyz and `history` in loop_failing say why."""
+        lost = {c.consumer: c.problem for c in consumers if c.problem}
+        for runner in self.runners:
+            runner.halted = lost.get(runner.name)
+        if lost:
+            error = errors.InternalError("; ".join(str(p) for p in lost.values()))
+            self.loops.failed("history", error)
+        else:
+            self.loops.ok("history")
 
     def _watch_store(self) -> None:
         """Wake the stages when another process appends (PostgreSQL NOTIFY, or a poll for SQLite)."""
@@ -569,7 +682,7 @@ class SentinelRuntime:
         self._dependencies = (why, time.monotonic())
 
     def status(self) -> dict[str, Any]:
-        return pipeline_status.document(self.store, self.breaker)
+        return pipeline_status.document(self.store, self.breaker, now=datetime.now(UTC))
 
     def _yield_to_urgent(self) -> None:
         """A bulk post of routine events waits (at most `BULK_YIELD_SECONDS`) for expedited events to
@@ -592,4 +705,4 @@ class SentinelRuntime:
 
 def status_document(store: EventStore, gate: breaker.CircuitBreaker | None) -> dict[str, Any]:
     """The pipeline status document (`dsx.health.pipeline_status.document`), for callers of the runtime."""
-    return pipeline_status.document(store, gate)
+    return pipeline_status.document(store, gate, now=datetime.now(UTC))

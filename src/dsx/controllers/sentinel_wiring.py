@@ -65,6 +65,17 @@ def cluster_client(choice: ClusterChoice) -> KubeClient:
     return KubeClient(str(choice.kubeconfig))
 
 
+def cluster_server(choice: ClusterChoice) -> str:
+    """The apiserver URL of the cluster `choice` names, read from its kubeconfig without connecting."""
+    from dsx.kube.client import server_of
+
+    if choice.sim_name:
+        from dsx.sim.cluster import SimCluster
+
+        return server_of(SimCluster(choice.sim_name, root=choice.sim_root).kubeconfig)
+    return server_of(incluster.require(choice.kubeconfig, "sentinel run", os.environ, alternative=" or --sim NAME"))
+
+
 def real(policy: SentinelPolicy, kubeconfig: Path | None) -> SentinelParts:
     """A real cluster: certification runs on the node itself; nothing is simulated."""
     needed = _certification_needed(policy)

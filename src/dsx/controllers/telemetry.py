@@ -10,6 +10,8 @@ tests/unit/health/pipeline/test_metric_names.py holds:
 - `actions_total{stage,action}`           every change made (or, in dry run, planned)
 - `breaker_tripped` / `breaker_trips_total`  circuit breaker state and trips
 - `stage_lag_events{stage}`              stored events a stage has not finished yet
+- `stage_lag_seconds{stage}`             how long the oldest of them has waited
+- `stage_history_lost{stage}`            1 when a stage's cursor is past the newest event (history lost)
 - `fault_to_cordon_seconds`              histogram: monitor saw the fault → node cordoned
 - `nodes{state}`                         nodes per pipeline state
 - `gpu_seconds_total{bucket}`            GPU capacity integrated over time per bucket, GPU-seconds (dsx.health.goodput)
@@ -23,12 +25,13 @@ tests/unit/health/pipeline/test_metric_names.py holds:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from dsx.health import goodput
+from dsx.health.pipeline_status import ConsumerLag
 from dsx.model.health import NodeState
 
 SECONDS_PER_HOUR = 3600.0
@@ -56,6 +59,18 @@ class SentinelTelemetry:
         self.breaker_trips = Counter("dsx_sentinel_breaker_trips", "Times the quarantine breaker tripped", registry=r)
         self.stage_lag = Gauge(
             "dsx_sentinel_stage_lag_events", "Stored events a stage has not finished", ["stage"], registry=r
+        )
+        self.stage_lag_seconds = Gauge(
+            "dsx_sentinel_stage_lag_seconds",
+            "How long the oldest event a stage has not finished has waited",
+            ["stage"],
+            registry=r,
+        )
+        self.stage_history_lost = Gauge(
+            "dsx_sentinel_stage_history_lost",
+            "1 when a stage's cursor is past the newest stored event: the store lost history",
+            ["stage"],
+            registry=r,
         )
         self.fault_to_cordon_seconds = Histogram(
             "dsx_sentinel_fault_to_cordon_seconds",
@@ -114,9 +129,11 @@ class SentinelTelemetry:
         for state in NodeState:
             self.nodes.labels(state.value).set(states.get(state, 0))
 
-    def lag(self, cursors: Mapping[str, int], last_sequence: int) -> None:
-        for stage, cursor in cursors.items():
-            self.stage_lag.labels(stage).set(max(0, last_sequence - cursor))
+    def lag(self, consumers: Sequence[ConsumerLag]) -> None:
+        for consumer in consumers:
+            self.stage_lag.labels(consumer.consumer).set(max(0, consumer.behind_events))
+            self.stage_lag_seconds.labels(consumer.consumer).set(consumer.behind_seconds)
+            self.stage_history_lost.labels(consumer.consumer).set(1 if consumer.history_lost else 0)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

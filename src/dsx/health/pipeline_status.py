@@ -2,19 +2,69 @@
 
 Nodes that ever left service with their state, reason and full history; validation requests;
 the circuit breaker; the dead letters (events a stage gave up on); each consumer's cursor and
-the last stored sequence (their difference is the stage lag).
+the last stored sequence, and how far each consumer is behind (`consumer_lag`).
+
+A consumer is behind by events (stored past its cursor) and by seconds (how long the oldest of
+them has waited): NVSentinel's users found an analyzer days and millions of events behind that
+still looked healthy, because only a count was shown, and nobody alerted on it. A consumer whose
+cursor is past the newest stored event has lost history: the store was restored from an older
+backup or replaced, and the events that get those sequences next would be skipped silently. That
+is reported as an error, never passed over.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from dsx.health import breaker, dead_letters
 from dsx.health.eventstore import EventStore
 
 
-def document(store: EventStore, gate: breaker.CircuitBreaker | None) -> dict[str, Any]:
-    """Node states with history, open validation requests, breaker, cursors: what `status` shows."""
+@dataclass(frozen=True)
+class ConsumerLag:
+    consumer: str
+    cursor: int
+    behind_events: int
+    behind_seconds: float
+    """Since the oldest event past the cursor was stored; 0 when none waits."""
+    history_lost: bool
+
+    @property
+    def problem(self) -> str | None:
+        if not self.history_lost:
+            return None
+        return (
+            f"consumer {self.consumer} is at sequence {self.cursor} but the store's newest event is"
+            f" {self.cursor + self.behind_events}: the store lost history (restored from an older backup, or"
+            " replaced); events stored under those sequences would be skipped, so the stage claims nothing."
+            " Check the store URL (docs/runbooks/history-lost.md)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "consumer": self.consumer,
+            "cursor": self.cursor,
+            "behindEvents": self.behind_events,
+            "behindSeconds": round(self.behind_seconds, 3),
+            "historyLost": self.history_lost,
+        }
+
+
+def consumer_lag(store: EventStore, now: datetime) -> list[ConsumerLag]:
+    """Every consumer's distance from the newest event, by name (one read of the next event each)."""
+    newest = store.last_sequence()
+    out = []
+    for consumer, cursor in sorted(store.cursors().items()):
+        waiting = store.get(cursor + 1) if cursor < newest else None
+        seconds = max(0.0, (now - waiting.stored_at).total_seconds()) if waiting is not None else 0.0
+        out.append(ConsumerLag(consumer, cursor, newest - cursor, seconds, cursor > newest))
+    return out
+
+
+def document(store: EventStore, gate: breaker.CircuitBreaker | None, *, now: datetime) -> dict[str, Any]:
+    """Node states with history, open validation requests, breaker, cursors and lag: what `status` shows."""
     nodes_out = []
     for status in store.node_states():
         nodes_out.append(
@@ -53,4 +103,5 @@ def document(store: EventStore, gate: breaker.CircuitBreaker | None) -> dict[str
         "deadLetters": dead_letters.listed(store),
         "cursors": store.cursors(),
         "lastSequence": store.last_sequence(),
+        "consumers": [lag.to_dict() for lag in consumer_lag(store, now)],
     }

@@ -137,6 +137,8 @@ class StageRunner:
         self._bulk: SettlesInBulk | None = handler if callable(getattr(handler, "settle", None)) else None  # type: ignore[assignment]
         self._settle_error = ""
         """The last bulk settle's error (logged once until a settle succeeds)."""
+        self.halted: str | None = None
+        """Why the stage claims nothing (its cursor is past the newest event: history lost), or None."""
         self._running: dict[str, _Dispatch] = {}
         self._held: set[int] = set()
         self._known: dict[int, StoredEvent] = {}
@@ -207,6 +209,8 @@ class StageRunner:
         A stage that is off only moves its cursor up to its upstream's: no claim, no record per
         event (at fleet traffic those writes were most of the store's load).
         """
+        if self.halted is not None:
+            return self._flush() + self._collect()  # finish what is in hand; claim nothing new
         if not self.enabled:
             return self.store.follow(self.handler.name, self.handler.upstream)
         progressed = self._flush() + self._collect()

@@ -137,6 +137,11 @@ def _load_config(source: Path | InCluster, context: str | None) -> SingleConfig:
     return config
 
 
+def server_of(source: Path | InCluster, context: str | None = None) -> str:
+    """The apiserver URL a kubeconfig's context (or the pod's service account) names, read without connecting."""
+    return str(_load_config(source, context).cluster.server)
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

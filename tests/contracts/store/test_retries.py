@@ -10,7 +10,7 @@ import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -307,7 +307,7 @@ def test_a_handler_raising_is_retried_n_times_then_dead_lettered_listed_and_repl
     tracebacks = [r for r in caplog.records if r.exc_info]
     assert len(tracebacks) == 1 and "ValueError" in caplog.text
 
-    listed = pipeline_status.document(store, None)["deadLetters"]
+    listed = pipeline_status.document(store, None, now=datetime.now(UTC))["deadLetters"]
     assert [(d["stage"], d["sequence"], d["node"], d["attempts"]) for d in listed] == [("poisoned", 1, "bad", 3)]
 
     handler.cured = True
@@ -317,7 +317,7 @@ def test_a_handler_raising_is_retried_n_times_then_dead_lettered_listed_and_repl
         runner.step()
     record = store.stage_record("poisoned", 1)
     assert record is not None and record.status is StageStatus.DONE
-    assert pipeline_status.document(store, None)["deadLetters"] == []
+    assert pipeline_status.document(store, None, now=datetime.now(UTC))["deadLetters"] == []
     assert store.cursor("poisoned") == 3
 
 

@@ -5,6 +5,7 @@ the lines when the sentinel refuses them (bad token: nothing committed), and ref
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def sentinel_endpoint() -> Iterator[tuple[str, InMemoryEventStore]]:
         http.Routes(
             ready=lambda: None,
             metrics=telemetry.SentinelTelemetry().exposition,
-            status=lambda: pipeline_status.document(store, None),
+            status=lambda: pipeline_status.document(store, None, now=datetime.now(UTC)),
             ingest=accept,
             authenticator=security.TokenAuthenticator(frozenset({security._digest(TOKEN)})),
         ),

@@ -13,6 +13,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -45,7 +46,7 @@ def server() -> Iterator[tuple[str, InMemoryEventStore, telemetry.SentinelTeleme
     routes = http.Routes(
         ready=lambda: state["ready"] or None,
         metrics=metrics.exposition,
-        status=lambda: pipeline_status.document(store, None),
+        status=lambda: pipeline_status.document(store, None, now=datetime.now(UTC)),
         ingest=accept,
         authenticator=security.TokenAuthenticator(frozenset({security._digest(TOKEN)})),
     )
@@ -158,12 +159,21 @@ def test_the_observer_feeds_the_metrics() -> None:
     metrics.action("quarantine", "quarantine", "n1", {})
     metrics.fault_to_cordon(0.12)
     metrics.breaker("tripped", {})
-    metrics.lag({"quarantine": 7, "drain": 3}, 10)
+    metrics.lag(
+        [
+            pipeline_status.ConsumerLag("quarantine", 7, 3, 1.5, history_lost=False),
+            pipeline_status.ConsumerLag("drain", 3, 7, 42.0, history_lost=False),
+            pipeline_status.ConsumerLag("remediation", 12, -2, 0.0, history_lost=True),
+        ]
+    )
     text = metrics.exposition().decode()
     assert 'dsx_sentinel_actions_total{action="quarantine",stage="quarantine"} 1.0' in text
     assert 'dsx_sentinel_fault_to_cordon_seconds_bucket{le="0.15"} 1.0' in text
     assert "dsx_sentinel_breaker_tripped 1.0" in text
     assert 'dsx_sentinel_stage_lag_events{stage="drain"} 7.0' in text
+    assert 'dsx_sentinel_stage_lag_seconds{stage="drain"} 42.0' in text
+    assert 'dsx_sentinel_stage_history_lost{stage="remediation"} 1.0' in text
+    assert 'dsx_sentinel_stage_history_lost{stage="drain"} 0.0' in text
 
 
 def test_one_merge_patch_per_change_guarded_by_resource_version() -> None:
