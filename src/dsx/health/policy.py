@@ -95,13 +95,23 @@ class QuarantineSettings:
     """(key, value): a node carrying it is never quarantined."""
 
 
+class BreakerMode(enum.StrEnum):
+    LEVEL = "Level"
+    """Count the nodes out of service now (quarantined through failed), however long ago they went."""
+    RATE = "Rate"
+    """Count the quarantines that began within `windowSeconds`."""
+
+
 @dataclass(frozen=True)
 class BreakerSettings:
     enabled: bool = True
     max_quarantined_percent: float = 10.0
     """Quarantining a node that would put more than this share of GPU nodes in quarantine trips the breaker."""
     window_seconds: float = 1800.0
-    """Only quarantines that began within this window count."""
+    """Rate mode: only quarantines that began within this window count."""
+    max_quarantined_nodes: int | None = None
+    """An absolute cap beside the percentage (the lower of the two holds); None: the percentage alone."""
+    mode: BreakerMode = BreakerMode.LEVEL
 
 
 class DrainMode(enum.StrEnum):
@@ -351,6 +361,8 @@ class _BreakerDoc(_Doc, frozen=True):
     enabled: bool = True
     max_quarantined_percent: _Positive = 10.0
     window_seconds: _Positive = 1800.0
+    max_quarantined_nodes: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    mode: BreakerMode = BreakerMode.LEVEL
 
 
 class _NamespaceDoc(_Doc, frozen=True):
@@ -457,7 +469,13 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> SentinelPolicy:
         stages={stage: _switch(stage, getattr(doc.stages, stage.value)) for stage in Stage},
         gpu_node_selector=dict(doc.gpu_node_selector),
         quarantine=_quarantine(doc.quarantine, source),
-        breaker=BreakerSettings(doc.breaker.enabled, doc.breaker.max_quarantined_percent, doc.breaker.window_seconds),
+        breaker=BreakerSettings(
+            doc.breaker.enabled,
+            doc.breaker.max_quarantined_percent,
+            doc.breaker.window_seconds,
+            doc.breaker.max_quarantined_nodes,
+            doc.breaker.mode,
+        ),
         drain=_drain(doc.drain),
         remediation=_remediation(doc.remediation, f"{source}.remediation"),
         certification=_certification(doc.certification, f"{source}.certification"),

@@ -1,5 +1,5 @@
 """Area of concern: on a real apiserver, with the breaker at 20 % and faults posted for 40 % of the
-fleet, the sentinel cordons exactly 20 % and stops; the trip shows in `dsx sentinel status`, in
+fleet, the sentinel (Rate mode) cordons exactly 20 % and stops; the trip shows in `dsx sentinel status`, in
 /metrics, as a stored event and as a Kubernetes Event; `dsx sentinel breaker reset` closes it
 and quarantining resumes — without replaying what was refused while it was open. The fleet is
 ten extra Node objects with a label of their own, deleted afterwards."""
@@ -67,7 +67,7 @@ def test_the_breaker_stops_at_its_threshold_is_visible_and_resets(
         {
             "stages": {"quarantine": {"enabled": True}},
             "gpuNodeSelector": {"dsx-test/fleet": label},
-            "breaker": {"maxQuarantinedPercent": 20, "windowSeconds": 600},
+            "breaker": {"maxQuarantinedPercent": 20, "windowSeconds": 600, "mode": "Rate"},
             "monitors": {"kubeObjects": False},
         },
     )
