@@ -145,7 +145,8 @@ class CircuitBreaker:
             else f"in quarantine within {settings.window_seconds:g} s"
         )
         cap = settings.max_quarantined_nodes
-        rule = f"{settings.max_quarantined_percent:g}% of {fleet} = {allowed_nodes(fleet, settings.max_quarantined_percent)}"
+        share = settings.max_quarantined_percent
+        rule = f"{share:g}% of {fleet} = {allowed_nodes(fleet, share)}"
         bound = f"{limit} nodes ({rule}" + (f", capped at {cap})" if cap is not None else ")")
         return (
             f"quarantining {node_name} would put {count} of {fleet} GPU nodes ({100.0 * count / fleet:.1f}%)"
