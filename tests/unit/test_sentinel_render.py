@@ -14,7 +14,12 @@ def test_status_table_shows_history_breaker_and_dead_letters() -> None:
                 "since": "2026-01-01T00:00:00.123Z",
                 "reason": "xid-79: GPU fell off the bus",
                 "history": [{"from": "healthy", "to": "quarantined"}],
+                "repairSeconds": {"quarantine": 2.4, "drain": 95.0},
             }
+        ],
+        "consumers": [
+            {"consumer": "drain", "cursor": 7, "behindEvents": 3, "behindSeconds": 42.4, "historyLost": False},
+            {"consumer": "remediation", "cursor": 12, "behindEvents": -2, "behindSeconds": 0.0, "historyLost": True},
         ],
         "breaker": {"state": "open", "reason": "3 of 4 nodes"},
         "validationRequests": [],
@@ -33,6 +38,8 @@ def test_status_table_shows_history_breaker_and_dead_letters() -> None:
     assert "healthy → quarantined" in text
     assert "breaker: open (3 of 4 nodes)" in text
     assert "dead letters (`dsx sentinel retry` replays them):" in text
+    assert "q 2s d 2m" in text  # the latest incident's seconds per stage
+    assert "LOST: cursor past the newest event" in text and " 42 " in text
     assert text.endswith("\n")
 
 

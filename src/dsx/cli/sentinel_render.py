@@ -40,8 +40,8 @@ def status_table(document: dict[str, Any]) -> str:
             if node["history"]
             else node["state"]
         )
-        rows.append([node["node"], node["state"], node["since"][:19], node["reason"][:70], path])
-    text = cli_output.format_table(["node", "state", "since", "reason", "history"], rows)
+        rows.append([node["node"], node["state"], node["since"][:19], node["reason"][:70], path, _repair(node)])
+    text = cli_output.format_table(["node", "state", "since", "reason", "history", "repair"], rows)
     gate = document.get("breaker") or {}
     text += f"\nbreaker: {gate.get('state', 'closed')}"
     if gate.get("reason"):
@@ -71,6 +71,22 @@ def status_table(document: dict[str, Any]) -> str:
             ],
         )
     return text + "\n"
+
+
+_REPAIR_LETTERS = {"quarantine": "q", "drain": "d", "remediation": "r", "recertify": "c", "total": "Σ"}
+
+
+def _repair(node: dict[str, Any]) -> str:
+    """`q 2s d 1m r 10m c 4m Σ 15m`: the latest incident's seconds per stage (dsx.health.repair_timing)."""
+    spans = node.get("repairSeconds") or {}
+    return " ".join(f"{_REPAIR_LETTERS[k]} {_duration(v)}" for k, v in spans.items() if k in _REPAIR_LETTERS) or "-"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def _history(consumer: dict[str, Any]) -> str:

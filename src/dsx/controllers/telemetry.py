@@ -13,6 +13,8 @@ tests/unit/health/pipeline/test_metric_names.py holds:
 - `stage_lag_seconds{stage}`             how long the oldest of them has waited
 - `stage_history_lost{stage}`            1 when a stage's cursor is past the newest event (history lost)
 - `fault_to_cordon_seconds`              histogram: monitor saw the fault → node cordoned
+- `repair_stage_seconds{stage}`          histogram per repair stage of a node back in service (quarantine,
+                                          drain, remediation, recertify, total: dsx.health.repair_timing)
 - `nodes{state}`                         nodes per pipeline state
 - `gpu_seconds_total{bucket}`            GPU capacity integrated over time per bucket, GPU-seconds (dsx.health.goodput)
 - `fleet_goodput_ratio`                  in-service GPUs / all GPUs
@@ -35,6 +37,8 @@ from dsx.health.pipeline_status import ConsumerLag
 from dsx.model.health import NodeState
 
 SECONDS_PER_HOUR = 3600.0
+REPAIR_BUCKETS_SECONDS = (1.0, 10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 43200.0, 86400.0, 259200.0)
+"""A repair stage takes seconds (a cordon) to days (a replaced board)."""
 LATENCY_BUCKETS_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 actions_log = logging.getLogger("dsx.sentinel.actions")
@@ -70,6 +74,13 @@ class SentinelTelemetry:
             "dsx_sentinel_stage_history_lost",
             "1 when a stage's cursor is past the newest stored event: the store lost history",
             ["stage"],
+            registry=r,
+        )
+        self.repair_stage_seconds = Histogram(
+            "dsx_sentinel_repair_stage_seconds",
+            "Per stage of a repaired node: fault → quarantined → drained → remediated → released, and the total",
+            ["stage"],
+            buckets=REPAIR_BUCKETS_SECONDS,
             registry=r,
         )
         self.fault_to_cordon_seconds = Histogram(
@@ -108,6 +119,13 @@ class SentinelTelemetry:
             action,
             node_name,
             extra={"stage": stage, "action": action, "node": node_name, "detail": dict(detail)},
+        )
+
+    def repaired(self, node_name: str, segments: Mapping[str, float]) -> None:
+        for stage, seconds in segments.items():
+            self.repair_stage_seconds.labels(stage).observe(seconds)
+        actions_log.info(
+            "node %s repaired", node_name, extra={"node": node_name, "stage": "recertify", "seconds": dict(segments)}
         )
 
     def fault_to_cordon(self, seconds: float) -> None:

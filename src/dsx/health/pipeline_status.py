@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from dsx.health import breaker, dead_letters
+from dsx.health import breaker, dead_letters, repair_timing
 from dsx.health.eventstore import EventStore
 
 
@@ -67,6 +67,9 @@ def document(store: EventStore, gate: breaker.CircuitBreaker | None, *, now: dat
     """Node states with history, open validation requests, breaker, cursors and lag: what `status` shows."""
     nodes_out = []
     for status in store.node_states():
+        history = store.node_history(status.node_name)
+        incident = store.get(status.event_sequence) if status.event_sequence else None
+        timing = repair_timing.segments(history, incident.event.generated_at if incident is not None else None)
         nodes_out.append(
             {
                 "node": status.node_name,
@@ -81,8 +84,9 @@ def document(store: EventStore, gate: breaker.CircuitBreaker | None, *, now: dat
                         "at": move.at.isoformat(),
                         "reason": move.reason,
                     }
-                    for move in store.node_history(status.node_name)
+                    for move in history
                 ],
+                "repairSeconds": {name: round(seconds, 3) for name, seconds in timing.items()},
             }
         )
     requests = [

@@ -286,6 +286,10 @@ class Observer(Protocol):
 
     def breaker(self, state: str, detail: Mapping[str, Any]) -> None: ...
 
+    def repaired(self, node_name: str, segments: Mapping[str, float]) -> None:
+        """A node back in service after a repair: seconds per stage (dsx.health.repair_timing)."""
+        ...
+
 
 class SilentObserver:
     """An Observer that keeps nothing (replay, unit tests that do not look)."""
@@ -297,4 +301,7 @@ class SilentObserver:
         """Dropped."""
 
     def breaker(self, state: str, detail: Mapping[str, Any]) -> None:
+        """Dropped."""
+
+    def repaired(self, node_name: str, segments: Mapping[str, float]) -> None:
         """Dropped."""

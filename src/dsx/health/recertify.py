@@ -30,10 +30,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from dsx.errors import ConflictError
-from dsx.health import incidents, nodes, stages, validation_requests
+from dsx.health import incidents, nodes, repair_timing, stages, validation_requests
 from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent, ValidationStatus
 from dsx.health.policy import SentinelPolicy, Stage
 from dsx.health.ports import (
@@ -137,7 +138,15 @@ class RecertifyHandler:
             node_name, "Recertified", f"re-certification passed (request {request_id}); back in service"
         )
         self.observer.action(STAGE, "released", node_name, {"request_id": request_id, "incident": incident})
+        self.observer.repaired(
+            node_name, repair_timing.segments(self.store.node_history(node_name), self._seen(incident))
+        )
         return {"disposition": "passed", "request_id": request_id}
+
+    def _seen(self, incident: int) -> datetime | None:
+        """When the incident's monitor saw the fault."""
+        stored = self.store.get(incident) if incident else None
+        return stored.event.generated_at if stored is not None else None
 
     def _fail(self, node_name: str, incident: int, why: str) -> dict[str, Any]:
         change = NodeChange(

@@ -52,6 +52,7 @@ class RecordingObserver(Observer):
         self.actions: list[tuple[str, str, str]] = []
         self.latencies: list[float] = []
         self.breakers: list[str] = []
+        self.repairs: dict[str, dict[str, float]] = {}
 
     def action(self, stage: str, action: str, node_name: str, detail: Mapping[str, Any]) -> None:
         self.actions.append((stage, action, node_name))
@@ -61,6 +62,9 @@ class RecordingObserver(Observer):
 
     def breaker(self, state: str, detail: Mapping[str, Any]) -> None:
         self.breakers.append(state)
+
+    def repaired(self, node_name: str, segments: Mapping[str, float]) -> None:
+        self.repairs[node_name] = dict(segments)
 
     def named(self, action: str) -> list[str]:
         return [node for _, a, node in self.actions if a == action]

@@ -6,12 +6,12 @@ cluster; the same stage code runs live (tests/integration/sentinel)."""
 
 from __future__ import annotations
 
-from dsx.health import nodes
+from dsx.health import nodes, pipeline_status
 from dsx.health.eventstore import ValidationStatus
 from dsx.health.policy import PIPELINE
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState
 
-from .builders import FakeRecertifier, Pipeline, cluster, pod, policy_with, xid
+from .builders import T0, FakeRecertifier, Pipeline, cluster, pod, policy_with, xid
 
 
 def states(store, node: str) -> list[str]:
@@ -40,6 +40,12 @@ def test_fault_to_release_walks_every_state_and_uncordons_only_after_recertifica
     cordon_writes = [w.detail.get("unschedulable") for w in fleet.writes("change-node") if w.target == "n3"]
     assert cordon_writes[0] is True and cordon_writes[-1] is False
     assert [n for n in cordon_writes if n is not None] == [True, False]
+    # the repair's time per stage reached the observer (metrics), and the status document
+    timing = observer.repairs["n3"]
+    assert list(timing) == ["quarantine", "drain", "remediation", "recertify", "total"]
+    assert timing["total"] == sum(timing[s] for s in ("quarantine", "drain", "remediation", "recertify"))
+    shown = pipeline_status.document(store, None, now=T0)["nodes"]
+    assert [n["repairSeconds"] for n in shown if n["node"] == "n3"] == [{k: round(v, 3) for k, v in timing.items()}]
 
 
 def test_failing_recertification_keeps_the_node_cordoned_with_the_reason(store, clock, observer) -> None:
@@ -56,3 +62,4 @@ def test_failing_recertification_keeps_the_node_cordoned_with_the_reason(store, 
     assert nodes.labels_of(node)["sentinel.dsx.run/recertification-failed"] == "true"
     assert "rank 1 exited 134" in nodes.annotations_of(node)["sentinel.dsx.run/reason"]
     assert [w.detail["reason"] for w in fleet.writes("event") if w.target == "n4"] == ["RecertificationFailed"]
+    assert "n4" not in observer.repairs  # not back in service: no repair to time
