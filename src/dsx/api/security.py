@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dsx import serialization, settings
 from dsx.errors import BadInputError
 from dsx.ratelimit import TokenBucket
+
+log = logging.getLogger("dsx.api.security")
 
 PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 """Liveness and readiness probes: the kubelet calls them without a token."""
@@ -86,15 +92,132 @@ class TokenAuthenticator:
 
     def identify(self, authorization: str | None) -> str | None:
         """The token's digest prefix (a client id for rate limiting and logs), or None."""
-        scheme, _, credentials = (authorization or "").strip().partition(" ")
-        if scheme.lower() != "bearer" or not credentials.strip():  # RFC 9110: the scheme is case-insensitive
+        presented = _bearer(authorization)
+        if presented is None:
             return None
-        presented = _digest(credentials.strip())
+        digest = _digest(presented)
         match = None
         for known in self.token_digests:
-            if hmac.compare_digest(presented, known):
+            if hmac.compare_digest(digest, known):
                 match = known
         return match[:12] if match else None
+
+    def caller(self, authorization: str | None) -> Caller | None:
+        """Who is calling: a shared token is bound to no node."""
+        client = self.identify(authorization)
+        return Caller(client) if client is not None else None
+
+
+def _bearer(authorization: str | None) -> str | None:
+    scheme, _, credentials = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not credentials.strip():  # RFC 9110: the scheme is case-insensitive
+        return None
+    return credentials.strip()
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated client: `client_id` for logs and limits; `node`, `pod` when its token is a
+    service-account token bound to a pod (the node the pod runs on)."""
+
+    client_id: str
+    node: str | None = None
+    pod: str | None = None
+
+
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+"""What a TokenReview of a pod-bound service-account token says about its pod (Kubernetes >= 1.32)."""
+
+
+class TokenReviewer(Protocol):
+    def review_token(self, token: str, audiences: tuple[str, ...]) -> dict[str, Any]:
+        """The TokenReview `status` for `token` (dsx.kube.client.KubeClient.review_token)."""
+        ...
+
+
+class NodeBoundAuthenticator:
+    """Shared tokens, plus Kubernetes service-account tokens bound to a pod, checked by TokenReview.
+
+    Why: every GPU node's monitor holding one shared token means any of them (or anything that
+    reads a node's disk) can post a fatal event for any node and cordon it. A projected
+    service-account token (audience `audience`) is bound to its pod and, through the pod, to its
+    node; the apiserver's TokenReview says which, and the sentinel takes events from that caller
+    for that node only (dsx.controllers.http). Only tokens of `service_accounts`
+    (`system:serviceaccount:NS:NAME`) are accepted, so a pod of another workload cannot post.
+
+    Verdicts are kept for `ttl_seconds` per token digest (a monitor posts every poll; the
+    apiserver is asked about a token about once a minute); refusals for less, and only
+    JWT-shaped tokens are sent to the apiserver at all.
+    """
+
+    def __init__(
+        self,
+        shared: TokenAuthenticator,
+        reviewer: TokenReviewer,
+        *,
+        audience: str,
+        service_accounts: Collection[str],
+        ttl_seconds: float = 60.0,
+        refused_ttl_seconds: float = 5.0,
+        max_cached: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.shared = shared
+        self.reviewer = reviewer
+        self.audience = audience
+        self.service_accounts = frozenset(service_accounts)
+        self.ttl_seconds = ttl_seconds
+        self.refused_ttl_seconds = refused_ttl_seconds
+        self.max_cached = max_cached
+        self._clock = clock
+        self._cache: OrderedDict[str, tuple[float, Caller | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def identify(self, authorization: str | None) -> str | None:
+        caller = self.caller(authorization)
+        return caller.client_id if caller is not None else None
+
+    def caller(self, authorization: str | None) -> Caller | None:
+        shared = self.shared.caller(authorization)
+        if shared is not None:
+            return shared
+        token = _bearer(authorization)
+        if token is None or token.count(".") != 2:
+            return None
+        digest = _digest(token)
+        now = self._clock()
+        with self._lock:
+            cached = self._cache.get(digest)
+            if cached is not None and cached[0] > now:
+                self._cache.move_to_end(digest)
+                return cached[1]
+        found = self._review(token, digest)
+        with self._lock:
+            self._cache[digest] = (now + (self.ttl_seconds if found else self.refused_ttl_seconds), found)
+            self._cache.move_to_end(digest)
+            while len(self._cache) > self.max_cached:
+                self._cache.popitem(last=False)
+        return found
+
+    def _review(self, token: str, digest: str) -> Caller | None:
+        try:
+            status = self.reviewer.review_token(token, (self.audience,))
+        except Exception as exc:  # the apiserver is away: refuse now, ask again soon
+            log.warning("token review failed: %s", exc)
+            return None
+        user = status.get("user") or {}
+        username = str(user.get("username") or "")
+        if not status.get("authenticated") or username not in self.service_accounts:
+            return None
+        if self.audience not in (status.get("audiences") or [self.audience]):
+            return None
+        extra = user.get("extra") or {}
+        node = next(iter(extra.get(NODE_NAME_EXTRA) or []), None)
+        pod = next(iter(extra.get(POD_NAME_EXTRA) or []), None)
+        if not node:
+            return None  # not bound to a pod on a node: it could speak for any node
+        return Caller(f"sa:{digest[:12]}", node=str(node), pod=str(pod) if pod else None)
 
 
 Scope = MutableMapping[str, Any]
@@ -248,3 +371,7 @@ async def _reject(
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + (extra_headers or [])})
     await send({"type": "http.response.body", "body": body})
+
+
+Authenticator = TokenAuthenticator | NodeBoundAuthenticator
+"""What the servers ask `identify` (and the sentinel `caller`)."""

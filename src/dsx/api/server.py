@@ -231,7 +231,7 @@ class HardenedHandler(socketserver.BaseRequestHandler):
 
     server: HardenedHTTPServer
     server_version = "dsx"
-    authenticator: ClassVar[security.TokenAuthenticator]
+    authenticator: ClassVar[security.Authenticator]
 
     def setup(self) -> None:
         self.connection: socket.socket = self.request

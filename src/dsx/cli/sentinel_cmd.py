@@ -195,6 +195,30 @@ def _leader_election_options(command: Any) -> Any:
     return command
 
 
+def _token_review(audience: str | None, accounts: tuple[str, ...]) -> Any:
+    """The TokenReview settings the options ask for, or None; bad combinations name the flag."""
+    from dsx.controllers import sentinel as runtime
+    from dsx.errors import BadInputError
+
+    if audience is None:
+        if accounts:
+            raise BadInputError("--token-review-service-account: applies with --token-review-audience only")
+        return None
+    if not audience.strip():
+        raise BadInputError("--token-review-audience: empty; the audience the monitors' projected tokens carry")
+    if not accounts:
+        raise BadInputError(
+            "--token-review-audience needs --token-review-service-account NS/NAME: the monitors' service account"
+        )
+    names = []
+    for account in accounts:
+        namespace, _, name = account.partition("/")
+        if not namespace or not name or "/" in name:
+            raise BadInputError(f"--token-review-service-account: {account!r} is not NAMESPACE/NAME")
+        names.append(f"system:serviceaccount:{namespace}:{name}")
+    return runtime.TokenReviewSettings(audience=audience, service_accounts=tuple(names))
+
+
 def _election(leader_options: dict[str, Any]) -> Any:
     """The ElectionSettings the `leader_*` options ask for, or None without --leader-elect."""
     import os
@@ -264,6 +288,19 @@ def _election(leader_options: dict[str, Any]) -> Any:
     help="Bearer tokens for /v1/events and /v1/status (also DSX_SENTINEL_TOKENS).",
 )
 @click.option(
+    "--token-review-audience",
+    default=None,
+    metavar="AUDIENCE",
+    help="Also accept service-account tokens with this audience (TokenReview); each posts for its pod's node only.",
+)
+@click.option(
+    "--token-review-service-account",
+    "token_review_accounts",
+    multiple=True,
+    metavar="NS/NAME",
+    help="A service account whose pod-bound tokens are accepted (repeatable; needed with --token-review-audience).",
+)
+@click.option(
     "--state-dir",
     type=click.Path(file_okay=False),
     default=None,
@@ -297,6 +334,8 @@ def run(
     host: str,
     port: int,
     token_file: str | None,
+    token_review_audience: str | None,
+    token_review_accounts: tuple[str, ...],
     state_dir: str | None,
     owner: str | None,
     log_level: str,
@@ -340,6 +379,7 @@ def run(
         host=host,
         port=port,
         token_digests=security.load_tokens(token_file, env_var="DSX_SENTINEL_TOKENS"),
+        token_review=_token_review(token_review_audience, token_review_accounts),
         # replicas share one owner name, so a new leader re-claims the old one's work at once
         owner=owner or (f"dsx-sentinel/{election.name}" if election else runtime.default_owner()),
         workers=workers,
@@ -420,7 +460,7 @@ def monitor(
 
     logs.configure(log_format)
 
-    sink = monitors.HttpSink(url, monitors.read_token(token_file)) if url else monitors.StoreSink(_store(store_url))
+    sink = monitors.HttpSink(url, monitors.TokenFile(token_file)) if url else monitors.StoreSink(_store(store_url))
     if kind == "kube":
         count = monitors.run_kube_monitor(kubeconfig, sink, once=once)
     else:

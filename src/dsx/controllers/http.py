@@ -31,7 +31,7 @@ from typing import Any
 
 from dsx import serialization
 from dsx.api import security, server
-from dsx.errors import DsxError, PayloadTooLargeError
+from dsx.errors import DsxError, ForbiddenError, PayloadTooLargeError
 from dsx.health import ingest
 from dsx.model.health import HealthEvent
 
@@ -56,7 +56,7 @@ class Routes:
     status: Callable[[], dict[str, Any]]
     ingest: Callable[[Sequence[HealthEvent]], dict[str, Any]]
     """Appends parsed events; answers accepted, created and sequences."""
-    authenticator: security.TokenAuthenticator
+    authenticator: security.Authenticator
     before_bulk: Callable[[], object] = lambda: None
     """Called before a bulk post is parsed (holding `_BULK`): the runtime waits there, bounded, while
     an event that needs action is on its way to a cordon."""
@@ -85,6 +85,18 @@ class SentinelHttpServer:
 
     def stop(self) -> None:
         self._server.stop()
+
+
+def _bound_to_its_node(caller: security.Caller | None, events: Sequence[HealthEvent]) -> None:
+    """A caller whose token is bound to a node posts events for that node only (ForbiddenError)."""
+    if caller is None or caller.node is None:
+        return
+    for index, event in enumerate(events):
+        if event.node_name != caller.node:
+            raise ForbiddenError(
+                f"events[{index}]: node {event.node_name!r}: this token belongs to pod {caller.pod or '?'} on node"
+                f" {caller.node!r} and may post events for that node only"
+            )
 
 
 class _Handler(server.HardenedHandler):
@@ -131,7 +143,9 @@ class _Handler(server.HardenedHandler):
                 if bulk:
                     self.routes.before_bulk()
                 document = serialization.parse_json(body, source="request body")
-                answer = self.routes.ingest(ingest.parse_document(document))
+                events = ingest.parse_document(document)
+                _bound_to_its_node(self.routes.authenticator.caller(self.headers.get("authorization")), events)
+                answer = self.routes.ingest(events)
         except PayloadTooLargeError as exc:
             self.send_error_json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, exc.code, exc.message)
         except DsxError as exc:

@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -52,11 +53,11 @@ class HttpSink:
     """POSTs to a sentinel's /v1/events with a bearer token, over one kept-alive connection
     (`httpclient.KeptConnection`: a post is safe to send twice, the store drops a repeated key)."""
 
-    def __init__(self, url: str, token: str, *, timeout_seconds: float = 30.0) -> None:
+    def __init__(self, url: str, token: str | Callable[[], str], *, timeout_seconds: float = 30.0) -> None:
         if not url.startswith(("http://", "https://")):
             raise errors.BadInputError(f"--url: {url!r} is not an http(s) URL")
         self.url = url.rstrip("/") + ("" if url.rstrip("/").endswith("/v1/events") else "/v1/events")
-        self.token = token
+        self._token = token if callable(token) else (lambda: token)
         self.timeout_seconds = timeout_seconds
         self._connection = httpclient.KeptConnection(self.url, timeout_seconds=timeout_seconds)
 
@@ -71,7 +72,7 @@ class HttpSink:
     def _post(self, events: list[HealthEvent]) -> int:
         try:
             response = self._connection.request(
-                "POST", json_body=ingest.to_document(events), headers={"Authorization": f"Bearer {self.token}"}
+                "POST", json_body=ingest.to_document(events), headers={"Authorization": f"Bearer {self._token()}"}
             )
         except httpclient.TransportError as exc:
             raise errors.UnavailableError(str(exc)) from exc
@@ -111,6 +112,28 @@ def deliver(sink: Sink, events: list[HealthEvent]) -> int:
             return 0
         half = len(events) // 2
         return deliver(sink, events[:half]) + deliver(sink, events[half:])
+
+
+class TokenFile:
+    """The first token of a file, read again whenever the file changes: kubelet rewrites a projected
+    service-account token before it expires (at 80 % of its life), and a monitor runs for weeks."""
+
+    def __init__(self, path: str | None) -> None:
+        self._token = read_token(path)  # no path, a missing or an empty file is refused at start, naming it
+        assert path is not None
+        self.path = path
+        self._seen: tuple[int, int] | None = None
+
+    def __call__(self) -> str:
+        try:
+            stat = Path(self.path).stat()
+        except OSError:
+            return self._token or read_token(self.path)  # gone for a moment while kubelet swaps it
+        seen = (stat.st_mtime_ns, stat.st_size)
+        if seen != self._seen:
+            self._token = read_token(self.path)
+            self._seen = seen
+        return self._token
 
 
 def read_token(path: str | None) -> str:

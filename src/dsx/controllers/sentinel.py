@@ -116,6 +116,15 @@ back. A cordon is a hundred such returns: at 5 ms a fault waited most of a secon
 
 
 @dataclass(frozen=True)
+class TokenReviewSettings:
+    """Accept pod-bound service-account tokens (dsx.api.security.NodeBoundAuthenticator)."""
+
+    audience: str
+    service_accounts: tuple[str, ...]
+    """`system:serviceaccount:NS:NAME` of the monitors."""
+
+
+@dataclass(frozen=True)
 class SentinelOptions:
     policy: SentinelPolicy
     store_url: str
@@ -124,6 +133,8 @@ class SentinelOptions:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     token_digests: frozenset[str] = frozenset()
+    token_review: TokenReviewSettings | None = None
+    """Also accept monitors' pod-bound tokens, each for its own node only; None: shared tokens only."""
     owner: str = field(default_factory=default_owner)
     workers: int = settings.SENTINEL_WORKERS
     """Worker threads per stage: nodes handled in parallel."""
@@ -308,7 +319,7 @@ class SentinelRuntime:
                 metrics=self.telemetry.exposition,
                 status=self.status,
                 ingest=self.ingest,
-                authenticator=security.TokenAuthenticator(self.options.token_digests),
+                authenticator=self._authenticator(),
                 before_bulk=self._yield_to_urgent,
             ),
             host=self.options.host,
@@ -333,6 +344,15 @@ class SentinelRuntime:
                 "owner": self.options.owner,
                 "leader_election": vars(self.options.election) if self.options.election else None,
             },
+        )
+
+    def _authenticator(self) -> security.Authenticator:
+        shared = security.TokenAuthenticator(self.options.token_digests)
+        review = self.options.token_review
+        if review is None:
+            return shared
+        return security.NodeBoundAuthenticator(
+            shared, self.client, audience=review.audience, service_accounts=review.service_accounts
         )
 
     def _campaign(self, election: leader.ElectionSettings) -> None:

@@ -25,9 +25,10 @@ from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core import resource as lightkube_resource
 from lightkube.core.exceptions import ApiError, LoadResourceError
 from lightkube.core.resource_registry import resource_registry
-from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.authentication_v1 import BoundObjectReference, TokenRequestSpec, TokenReviewSpec
 from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.authentication_v1 import TokenReview
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod, ServiceAccountToken
 from lightkube.types import CascadeType, PatchType
@@ -482,18 +483,41 @@ class KubeClient:
         return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
 
     def service_account_token(
-        self, namespace: str, name: str, *, expiration_seconds: int = 3600, audiences: tuple[str, ...] = ()
+        self,
+        namespace: str,
+        name: str,
+        *,
+        expiration_seconds: int = 3600,
+        audiences: tuple[str, ...] = (),
+        bound_pod: tuple[str, str] | None = None,
     ) -> str:
-        """A bound token for a ServiceAccount (TokenRequest API), e.g. for a least-privilege kubeconfig."""
+        """A bound token for a ServiceAccount (TokenRequest API), e.g. for a least-privilege kubeconfig;
+        `bound_pod` (name, uid) binds it to a pod as a projected volume's token is (and so to its node)."""
+        bound = (
+            BoundObjectReference(apiVersion="v1", kind="Pod", name=bound_pod[0], uid=bound_pod[1])
+            if bound_pod
+            else None
+        )
         request = ServiceAccountToken(
             metadata=ObjectMeta(name=name, namespace=namespace),
-            spec=TokenRequestSpec(audiences=list(audiences), expirationSeconds=expiration_seconds),
+            spec=TokenRequestSpec(
+                audiences=list(audiences), expirationSeconds=expiration_seconds, boundObjectRef=bound
+            ),
         )
         with self._seam(f"request a token for serviceaccount {namespace}/{name}"):
             issued = self._api.create(request, name=name, namespace=namespace)
         if issued.status is None or not issued.status.token:
             raise errors.UnavailableError(f"serviceaccount {namespace}/{name}: the apiserver issued no token")
         return str(issued.status.token)
+
+    def review_token(self, token: str, audiences: tuple[str, ...]) -> dict[str, Any]:
+        """The apiserver's verdict on a bearer token (TokenReview): the `status` document
+        (authenticated, user with username and extra, audiences, error)."""
+        review = TokenReview(spec=TokenReviewSpec(token=token, audiences=list(audiences)))
+        with self._seam("review a token"):
+            answered = self._api.create(review)
+        status: dict[str, Any] = answered.to_dict().get("status") or {}
+        return status
 
     def kubeconfig_for_token(self, token: str) -> dict[str, Any]:
         """A kubeconfig document for this cluster that authenticates with `token` (same server and CA)."""

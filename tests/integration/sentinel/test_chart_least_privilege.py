@@ -113,6 +113,29 @@ def test_the_monitor_tolerates_the_gpu_and_quarantine_taints_not_every_taint(def
     assert "example.com/repair" in {t["key"] for t in monitor_pod(changed)["tolerations"]}
 
 
+def test_each_monitor_speaks_for_its_node_with_its_own_token_not_the_shared_one(default, helm_binary: Path) -> None:
+    """monitor.auth serviceAccountToken (default): a projected token bound to the pod, checked by
+    TokenReview; the shared tokens Secret stays in the sentinel's pods only."""
+    volumes = {v["name"]: v for v in monitor_pod(default)["volumes"]}
+    assert "secret" not in volumes["tokens"]
+    (source,) = volumes["tokens"]["projected"]["sources"]
+    assert source["serviceAccountToken"] == {"audience": "dsx-sentinel", "expirationSeconds": 3600, "path": "token"}
+    args = monitor_pod(default)["containers"][0]["args"]
+    assert "--token-file=/etc/dsx/tokens/token" in args
+    sentinel_args = default[("Deployment", "dsx-system", "dsx-sentinel")]["spec"]["template"]["spec"]["containers"][0]
+    assert "--token-review-audience=dsx-sentinel" in sentinel_args["args"]
+    assert "--token-review-service-account=$(POD_NAMESPACE)/dsx-sentinel-monitor" in sentinel_args["args"]
+    rules, _ = _rbac(default)
+    assert {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]} in rules
+
+    shared = objects(helm_binary, "--set", "monitor.auth=sharedToken")
+    volumes = {v["name"]: v for v in monitor_pod(shared)["volumes"]}
+    assert volumes["tokens"] == {"name": "tokens", "secret": {"secretName": "dsx-sentinel-tokens"}}
+    assert not [r for r in _rbac(shared)[0] if "tokenreviews" in r["resources"]]
+    refused = render(helm_binary, "--set", "monitor.auth=anything", check=False)
+    assert refused.returncode != 0 and "allowed: serviceAccountToken, sharedToken" in refused.stderr
+
+
 def _policy_json(rule: dict[str, Any]) -> str:
     return "policy=" + json.dumps({"quarantine": {"ruleSets": [rule]}})
 

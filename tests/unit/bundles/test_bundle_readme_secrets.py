@@ -86,5 +86,6 @@ def test_every_deployers_readme_says_what_the_sentinel_needs(
         "| dsx-sentinel-store | dsx-system | Deployment dsx-sentinel | key url: the event store, a PostgreSQL"
         in section
     )
-    assert "| dsx-sentinel-tokens | dsx-system | Deployment dsx-sentinel, DaemonSet dsx-sentinel-monitor |" in section
+    # the monitors post with their pods' own tokens (monitor.auth serviceAccountToken), not this Secret
+    assert "| dsx-sentinel-tokens | dsx-system | Deployment dsx-sentinel |" in section
     assert "the database must exist" in section

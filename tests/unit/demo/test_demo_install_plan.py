@@ -165,8 +165,12 @@ def test_the_plan_is_deterministic(recipe: recipe_model.Recipe, plan: install.Pl
 def test_the_plan_creates_what_the_sentinels_pods_need(plan: install.Plan) -> None:
     """The chart's README steps (two Secrets) are part of the plan: validation checks they exist."""
     pool = list(plan.objects)
-    for kind, name in (("Deployment", "dsx-sentinel"), ("DaemonSet", "dsx-sentinel-monitor")):
-        workload = objects_of(plan, kind)[("dsx-system", name)]
-        assert health_asserts.missing_references(workload, pool) == []
-        without = [o for o in pool if o["kind"] != "Secret" or not o["metadata"]["name"].startswith("dsx-sentinel-")]
-        assert health_asserts.missing_references(workload, without)  # the chart's pods do need them
+    without = [o for o in pool if o["kind"] != "Secret" or not o["metadata"]["name"].startswith("dsx-sentinel-")]
+    sentinel = objects_of(plan, "Deployment")[("dsx-system", "dsx-sentinel")]
+    assert health_asserts.missing_references(sentinel, pool) == []
+    assert health_asserts.missing_references(sentinel, without) == [  # the chart's pods do need them
+        "Secret dsx-sentinel-store",
+        "Secret dsx-sentinel-tokens",
+    ]
+    monitor = objects_of(plan, "DaemonSet")[("dsx-system", "dsx-sentinel-monitor")]
+    assert health_asserts.missing_references(monitor, without) == []  # it posts with its pod's projected token

@@ -241,3 +241,15 @@ def test_the_monitor_posts_with_the_first_token_of_the_sentinels_token_file(tmp_
     empty.write_text("# nothing yet\n\n")
     with pytest.raises(errors.BadInputError, match="no token in the file"):
         monitors.read_token(str(empty))
+
+
+def test_a_rotated_projected_token_is_read_again(tmp_path: Path) -> None:
+    """kubelet rewrites the projected token before it expires; the monitor posts with the new one."""
+    path = tmp_path / "token"
+    path.write_text("first-token-0123456789\n")
+    token = monitors.TokenFile(str(path))
+    assert token() == "first-token-0123456789"
+    path.write_text("second-token-0123456789abc\n")
+    assert token() == "second-token-0123456789abc"
+    with pytest.raises(errors.BadInputError, match="no token in the file"):
+        monitors.TokenFile(str(tmp_path / "empty-file")) if (tmp_path / "empty-file").write_text("") == 0 else None
