@@ -71,6 +71,9 @@ class KubeNodeOps:
     def delete_pod(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> bool:
         return self.client.delete_pod(namespace, name, grace_period_seconds=grace_period_seconds)
 
+    def set_condition(self, node_name: str, condition_type: str, status: str, *, reason: str, message: str) -> None:
+        self.client.set_node_condition(node_name, condition_type, status, reason=reason, message=message[:1024])
+
     def record_event(self, node_name: str, reason: str, message: str, *, warning: bool = False) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.client.create(

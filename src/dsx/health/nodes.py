@@ -152,3 +152,9 @@ def pod_gpus(pod: Mapping[str, Any]) -> set[str] | None:
     if value is None:
         return None
     return {item.strip().lower() for item in value.split(",") if item.strip()}
+
+
+GPU_HEALTH_CONDITION = "DsxGpuHealthy"
+"""The NodeCondition the sentinel keeps on nodes it acted on: False from quarantine until a release
+(reason the rule set, message the sentinel's reason), True once re-certified. Other tools
+(schedulers, cluster autoscalers, NPD-aware dashboards) read conditions, not dsx's labels."""

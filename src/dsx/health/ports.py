@@ -187,6 +187,11 @@ class NodeOps(Protocol):
         """A Kubernetes Event on the node, for `kubectl describe node` and event exporters."""
         ...
 
+    def set_condition(self, node_name: str, condition_type: str, status: str, *, reason: str, message: str) -> None:
+        """One NodeCondition (status "True" or "False"), as node-problem-detector writes them, for
+        schedulers, autoscalers and dashboards that read conditions; NotFoundError for an unknown node."""
+        ...
+
 
 # -- remediation ---------------------------------------------------------------------------------
 

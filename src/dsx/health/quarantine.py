@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsx import cel
-from dsx.errors import ConflictError, NotFoundError
+from dsx.errors import ConflictError, DsxError, NotFoundError
 from dsx.health import incidents, nodes, stages
 from dsx.health.breaker import CircuitBreaker
 from dsx.health.eventstore import EventStore, NodeStatus, StageOutcome, StageStatus, StoredEvent
@@ -281,6 +281,7 @@ class QuarantineHandler:
             return node
         node = self.nodes.change_node(name, release_change(node, uncordon=False), current=node)
         self.nodes.record_event(name, "QuarantineCancelled", "manual uncordon detected; sentinel marks removed")
+        report_gpu_health(self.nodes, name, healthy=True, reason="ReleasedByPerson", message="manual uncordon")
         self.observer.action(STAGE, "manual-uncordon", name, {"previous_state": status.state.value})
         return node
 
@@ -347,6 +348,7 @@ class QuarantineHandler:
         )
         if not resumed:
             self.observer.fault_to_cordon(max(0.0, self._clock() - stored.event.generated_at.timestamp()))
+        report_gpu_health(self.nodes, name, healthy=False, reason="Quarantined", message=reason)
         self.observer.action(STAGE, "quarantine", name, decision.to_dict())
         detail = {**decision.to_dict(), "precordoned": nodes.annotations_of(node).get(nodes.PRECORDONED_ANNOTATION)}
         return outcome(stored, StageStatus.DONE, disposition="quarantined", resumed=resumed, **detail), node
@@ -442,3 +444,12 @@ def may_cordon(event: HealthEvent) -> bool:
 def _reason(decision: Decision, event: HealthEvent) -> str:
     codes = f" {','.join(event.error_codes)}" if event.error_codes else ""
     return f"{'+'.join(decision.rule_sets)}: {event.check_name}{codes}: {event.message}"[:1000]
+
+
+def report_gpu_health(ops: NodeOps, node_name: str, *, healthy: bool, reason: str, message: str) -> None:
+    """Set `nodes.GPU_HEALTH_CONDITION`; advisory, so a failure is logged and the stage goes on."""
+    status = "True" if healthy else "False"
+    try:
+        ops.set_condition(node_name, nodes.GPU_HEALTH_CONDITION, status, reason=reason, message=message)
+    except DsxError as exc:
+        log.warning("could not set condition %s on node %s: %s", nodes.GPU_HEALTH_CONDITION, node_name, exc)

@@ -44,7 +44,7 @@ from dsx.health.ports import (
     Taint,
     TaintEffect,
 )
-from dsx.health.quarantine import release_change
+from dsx.health.quarantine import release_change, report_gpu_health
 from dsx.model.health import NodeState
 
 STAGE = Stage.RECERTIFY.value
@@ -137,6 +137,13 @@ class RecertifyHandler:
         self.nodes.record_event(
             node_name, "Recertified", f"re-certification passed (request {request_id}); back in service"
         )
+        report_gpu_health(
+            self.nodes,
+            node_name,
+            healthy=True,
+            reason="Recertified",
+            message=f"re-certification passed (request {request_id})",
+        )
         self.observer.action(STAGE, "released", node_name, {"request_id": request_id, "incident": incident})
         self.observer.repaired(
             node_name, repair_timing.segments(self.store.node_history(node_name), self._seen(incident))
@@ -164,5 +171,6 @@ class RecertifyHandler:
         except ConflictError:
             return {"disposition": "moved-on"}
         self.nodes.record_event(node_name, "RecertificationFailed", why, warning=True)
+        report_gpu_health(self.nodes, node_name, healthy=False, reason="RecertificationFailed", message=why)
         self.observer.action(STAGE, "recertification-failed", node_name, {"reason": why})
         return {"disposition": "failed", "reason": why}

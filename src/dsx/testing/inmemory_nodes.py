@@ -125,6 +125,17 @@ class InMemoryNodeOps:
         with self._lock:
             self.journal.append(Write("event", node_name, {"reason": reason, "message": message, "warning": warning}))
 
+    def set_condition(self, node_name: str, condition_type: str, status: str, *, reason: str, message: str) -> None:
+        with self._lock:
+            node = self._nodes.get(node_name)
+            if node is None:
+                raise NotFoundError(f"node {node_name}: not found")
+            conditions = node.setdefault("status", {}).setdefault("conditions", [])
+            kept = [c for c in conditions if c.get("type") != condition_type]
+            kept.append({"type": condition_type, "status": status, "reason": reason, "message": message[:1024]})
+            node["status"]["conditions"] = kept
+            self.journal.append(Write("condition", node_name, {"type": condition_type, "status": status}))
+
 
 def _describe(change: NodeChange) -> dict[str, Any]:
     out: dict[str, Any] = {}

@@ -146,3 +146,14 @@ def test_pods_on_the_node_are_listed_evicted_once_and_then_gone(cluster: Cluster
 def test_delete_pod_removes_it_outright(cluster: Cluster) -> None:
     assert cluster.ops.delete_pod(cluster.namespace, cluster.pod, grace_period_seconds=0) is True
     assert cluster.ops.list_pods(cluster.node) == []
+
+
+def test_a_condition_is_set_once_per_type_and_changed_in_place(cluster: Cluster) -> None:
+    """What other tools read: one condition of the type, its latest status, reason and message."""
+    condition_type = "ContractGpuHealthy"
+    cluster.ops.set_condition(cluster.node, condition_type, "False", reason="Quarantined", message="xid 79")
+    cluster.ops.set_condition(cluster.node, condition_type, "True", reason="Recertified", message="passed")
+    found = [c for c in cluster.ops.get_node(cluster.node)["status"]["conditions"] if c["type"] == condition_type]
+    assert [(c["status"], c["reason"], c["message"]) for c in found] == [("True", "Recertified", "passed")]
+    with pytest.raises(errors.NotFoundError):
+        cluster.ops.set_condition(f"{cluster.node}-absent", condition_type, "True", reason="x", message="")

@@ -40,6 +40,10 @@ def test_fault_to_release_walks_every_state_and_uncordons_only_after_recertifica
     cordon_writes = [w.detail.get("unschedulable") for w in fleet.writes("change-node") if w.target == "n3"]
     assert cordon_writes[0] is True and cordon_writes[-1] is False
     assert [n for n in cordon_writes if n is not None] == [True, False]
+    # other tools read the GPU health from a NodeCondition: False while held, True once re-certified
+    (condition,) = [c for c in node["status"]["conditions"] if c["type"] == nodes.GPU_HEALTH_CONDITION]
+    assert (condition["status"], condition["reason"]) == ("True", "Recertified")
+    assert [w.detail["status"] for w in fleet.writes("condition") if w.target == "n3"] == ["False", "True"]
     # the repair's time per stage reached the observer (metrics), and the status document
     timing = observer.repairs["n3"]
     assert list(timing) == ["quarantine", "drain", "remediation", "recertify", "total"]
@@ -63,3 +67,5 @@ def test_failing_recertification_keeps_the_node_cordoned_with_the_reason(store, 
     assert "rank 1 exited 134" in nodes.annotations_of(node)["sentinel.dsx.run/reason"]
     assert [w.detail["reason"] for w in fleet.writes("event") if w.target == "n4"] == ["RecertificationFailed"]
     assert "n4" not in observer.repairs  # not back in service: no repair to time
+    (condition,) = [c for c in node["status"]["conditions"] if c["type"] == nodes.GPU_HEALTH_CONDITION]
+    assert (condition["status"], condition["reason"]) == ("False", "RecertificationFailed")
