@@ -214,6 +214,9 @@ class CertificationSettings:
     """Node → fault the local executor injects into that node's runs (tests and demos)."""
     taint: Taint = field(default_factory=lambda: NOT_YET_CERTIFIED)
     """Holds a joining (or re-validated) node out of scheduling until it passes."""
+    joining_selector: str = ""
+    """CEL over `node` (the Node object): which joining GPU nodes are held and validated; empty: every
+    one `gpuNodeSelector` matches (e.g. `node.metadata.labels['node.kubernetes.io/instance-type'] == 'p5.48xlarge'`)."""
     image: str = ""
     """On a cluster: dsx's workload image (dsx[collectives], torch with CUDA), which the builtin worker
     runs in where the cluster has no Kubeflow Trainer; on Trainer the catalog's images per program and
@@ -414,6 +417,7 @@ class _CertificationDoc(_Doc, frozen=True):
     max_running: Annotated[int, msgspec.Meta(ge=1)] = CertificationSettings.max_running
     inject: dict[str, str] = {}
     taint: _TaintDoc | None = None
+    joining_selector: str = ""
     image: str = ""
     namespace: str = DEFAULT_RUN_NAMESPACE
     interconnect: str = ""
@@ -586,6 +590,8 @@ def _certification(doc: _CertificationDoc, where: str) -> CertificationSettings:
         cel.compile_expression(expression, ("value", "reference"), origin=f"{where}.thresholds.{metric}")
     if not _DNS_LABEL.match(doc.namespace):
         raise BadInputError(f"{where}.namespace: {doc.namespace!r} is not a namespace name (a DNS label)")
+    if doc.joining_selector:
+        cel.compile_expression(doc.joining_selector, ("node",), origin=f"{where}.joiningSelector")
     return CertificationSettings(
         categories=categories,
         group_categories=tuple(doc.group_categories),
@@ -596,6 +602,7 @@ def _certification(doc: _CertificationDoc, where: str) -> CertificationSettings:
         max_running=doc.max_running,
         inject={node: FaultKind(kind) for node, kind in doc.inject.items()},
         taint=_taint(doc.taint) if doc.taint is not None else defaults.taint,
+        joining_selector=doc.joining_selector,
         image=doc.image,
         namespace=doc.namespace,
         interconnect=doc.interconnect,

@@ -28,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from dsx import cel
 from dsx.errors import BadInputError, ConflictError
 from dsx.health import nodes
 from dsx.health.eventstore import OPEN_VALIDATION, EventStore, ValidationRequest, ValidationStatus
@@ -137,6 +138,10 @@ class JoiningNodes:
         self.switch = policy.switch(Stage.VALIDATION)
         self.observer = observer
         self._clock = clock
+        chosen = self.settings.joining_selector
+        self._chosen = (
+            cel.compile_expression(chosen, ("node",), origin="certification.joiningSelector") if chosen else None
+        )
         document = self._baseline()
         self.since = float(document["watching_since"])
         self.known = frozenset(document.get("known", ()))
@@ -155,6 +160,8 @@ class JoiningNodes:
         """Called for every Node seen; True when it was newly held for validation."""
         name = nodes.name(node)
         if not nodes.selected(node, self.selector) or nodes.labels_of(node).get(nodes.CERTIFIED_LABEL) == "true":
+            return False
+        if not self._chosen_by_selector(node):
             return False
         created = _created(node)
         if created is None or not self._joined_after_baseline(name, created):
@@ -176,6 +183,16 @@ class JoiningNodes:
         request = self.store.request_validation(name, reason(ValidationKind.JOINED, "joined the cluster"))
         self.observer.action(Stage.VALIDATION.value, "hold-joining-node", name, {"request_id": request.request_id})
         return True
+
+    def _chosen_by_selector(self, node: Mapping[str, Any]) -> bool:
+        """`certification.joiningSelector` says yes (no selector: every GPU node); an error says no, logged."""
+        if self._chosen is None:
+            return True
+        try:
+            return self._chosen.test({"node": dict(node)})
+        except cel.CelEvaluationError as exc:
+            log.warning("certification.joiningSelector on node %s: %s", nodes.name(node), exc)
+            return False
 
     def _joined_after_baseline(self, name: str, created: float) -> bool:
         """creationTimestamp has whole seconds: within the baseline's second, the list of known nodes decides."""

@@ -61,6 +61,34 @@ def test_nodes_that_existed_before_the_watch_or_are_not_gpu_nodes_are_left_alone
     assert store.validation_requests() == []
 
 
+def test_the_joining_selector_chooses_which_new_gpu_nodes_are_held(store, clock, observer) -> None:
+    """certification.joiningSelector (CEL over the Node): only the chosen instance type is gated."""
+    fleet = cluster(["n1"])
+    fleet.add_node(joined("p5", **{"node.kubernetes.io/instance-type": "p5.48xlarge"}))
+    fleet.add_node(joined("g6", **{"node.kubernetes.io/instance-type": "g6.xlarge"}))
+    chosen = policy_with(Stage.VALIDATION)
+    selector = "node.metadata.labels['node.kubernetes.io/instance-type'] == 'p5.48xlarge'"
+    chosen = dataclasses.replace(
+        chosen, certification=dataclasses.replace(chosen.certification, joining_selector=selector)
+    )
+    watch = JoiningNodes(store, fleet, chosen, observer, clock=clock)
+    assert [n for n in ("p5", "g6") if watch.observe(fleet.get_node(n))] == ["p5"]
+    assert nodes.has_taint(fleet.get_node("p5"), TAINT) and not nodes.has_taint(fleet.get_node("g6"), TAINT)
+    assert [r.node_name for r in store.validation_requests()] == ["p5"]
+
+
+def test_a_joining_selector_that_is_not_cel_is_refused_naming_the_field() -> None:
+    from dsx.health import policy as policy_module
+
+    document = {
+        "apiVersion": "dsx.health/v1alpha1",
+        "kind": "SentinelPolicy",
+        "certification": {"joiningSelector": "node.metadata.labels[="},
+    }
+    with pytest.raises(BadInputError, match=r"p\.yaml\.certification\.joiningSelector: invalid CEL"):
+        policy_module.from_dict(document, source="p.yaml")
+
+
 def test_a_node_that_fails_validation_stays_held_with_the_reason(store, clock, observer) -> None:
     fleet = cluster(["n1"])
     fleet.add_node(joined("new"))
