@@ -144,6 +144,7 @@ tests:
 """
 
 
+@pytest.mark.timeout(2400)  # the first run on a machine builds promtool (tests/fixtures/promtool.py, ~8 min)
 def test_the_lag_and_history_alerts_fire_in_prometheus_rule_tests(promtool_binary: Path, tmp_path: Path) -> None:
     """The rendered PrometheusRule's groups as a Prometheus rule file, checked and unit-tested by promtool."""
     (rule,) = serialization.parse_yaml_documents(RULES.read_text(), source=str(RULES))

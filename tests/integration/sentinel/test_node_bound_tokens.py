@@ -97,7 +97,7 @@ def test_a_monitor_token_posts_for_its_own_node_only(
 
     sentinel = SentinelProcess(
         tmp_path,
-        policy_file(tmp_path, {}),
+        policy_file(tmp_path, {"monitors": {"startAtEnd": True}}),
         f"sqlite:///{tmp_path / 'events.db'}",
         "--sim",
         sim_cluster.name,

@@ -16,11 +16,18 @@ import pytest
 from dsx.health import actor
 from dsx.store import open_store
 
-from .harness import SentinelProcess, policy_file, wait_for
+from .harness import SentinelProcess, gpu_fault_rule, policy_file, wait_for
 
 pytestmark = pytest.mark.integration
 
-ACTING = {"stages": {"quarantine": {"enabled": True}}, "breaker": {"maxQuarantinedPercent": 50}}
+ACTING = {
+    "stages": {"quarantine": {"enabled": True}},
+    "breaker": {"maxQuarantinedPercent": 50},
+    # acting, yet touching no node of the shared sim: no rule matches one, and the kernel logs are
+    # read from their end (earlier tests' Xid lines are not faults for these sentinels)
+    "quarantine": {"ruleSets": [gpu_fault_rule("node.metadata.name == 'no-such-node'")]},
+    "monitors": {"startAtEnd": True},
+}
 
 
 def holder(store_url: str) -> str:
@@ -79,7 +86,8 @@ def test_an_observing_sentinel_may_share_the_store(sim_cluster: Any, tmp_path: P
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     acting = SentinelProcess(tmp_path / "a", policy_file(tmp_path / "a", ACTING), store_url, "--sim", sim_cluster.name)
-    watching = SentinelProcess(tmp_path / "b", policy_file(tmp_path / "b", {}), store_url, "--sim", sim_cluster.name)
+    observing = policy_file(tmp_path / "b", {"monitors": {"startAtEnd": True}})
+    watching = SentinelProcess(tmp_path / "b", observing, store_url, "--sim", sim_cluster.name)
     try:
         acting.start()
         watching.start()
