@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dsx import errors, settings
+from dsx import errors, retry, settings
 from dsx.api import security
 from dsx.controllers import http, kube_nodes, loops, monitors, telemetry
 from dsx.health import actor as actor_claim
@@ -78,6 +78,8 @@ from dsx.store.group_commit import GroupCommit
 log = logging.getLogger("dsx.sentinel")
 
 DEFAULT_PORT = settings.SENTINEL_PORT
+CLAIM_RETRY_SECONDS = 30.0
+"""How long a start retries a store write conflict while claiming the store (dsx.health.actor)."""
 
 
 def _process_gone(holder: actor_claim.Actor) -> bool:
@@ -376,13 +378,29 @@ class SentinelRuntime:
         return any(self.policy.switch(stage).enabled for stage in (*PIPELINE, Stage.VALIDATION))
 
     def _claim(self) -> None:
-        """Register as the store's one actor, or ConflictError naming the one that acts on it."""
+        """Register as the store's one actor, or ConflictError naming the one that acts on it.
+
+        The refusal comes back as the transaction's result; a ConflictError the store raises (a
+        deadlock beside a crashed predecessor's lingering transaction) is a write to retry."""
         store = self._actor_store = self._actor_store or self._open_store()
         me = self.actor
-        store.update_breaker(
-            actor_claim.DOCUMENT,
-            lambda current: (actor_claim.decide(current, me, datetime.now(UTC), gone=_process_gone), None),
-        )
+
+        def decide(current: dict[str, Any] | None) -> tuple[dict[str, Any] | None, errors.ConflictError | None]:
+            try:
+                return actor_claim.decide(current, me, datetime.now(UTC), gone=_process_gone), None
+            except errors.ConflictError as refused:
+                return None, refused
+
+        for attempt in retry.attempts(timeout_seconds=CLAIM_RETRY_SECONDS, backoff=retry.Backoff(0.1)):
+            try:
+                refused = store.update_breaker(actor_claim.DOCUMENT, decide)
+                break
+            except errors.ConflictError as exc:
+                log.warning("claiming the store: attempt %d: %s", attempt, exc)
+        else:
+            raise errors.UnavailableError(f"event store: could not claim it in {CLAIM_RETRY_SECONDS:g} s")
+        if refused is not None:
+            raise refused
         log.info("acting on the store", extra={"actor": me.instance, "lease": me.lease or None})
 
     def _renew_claim(self) -> None:
@@ -421,7 +439,7 @@ class SentinelRuntime:
         if self._acts():
             try:
                 self._claim()
-            except errors.ConflictError as refusal:
+            except errors.ConflictError as refusal:  # another acts on the store (store conflicts were retried)
                 if self.options.election is None:
                     raise  # start() fails: the CLI says why and exits
                 self._refuse(refusal)  # elected, yet another acts without the Lease: step down and exit
