@@ -251,5 +251,7 @@ def test_a_rotated_projected_token_is_read_again(tmp_path: Path) -> None:
     assert token() == "first-token-0123456789"
     path.write_text("second-token-0123456789abc\n")
     assert token() == "second-token-0123456789abc"
+    empty = tmp_path / "empty-file"
+    empty.write_text("")
     with pytest.raises(errors.BadInputError, match="no token in the file"):
-        monitors.TokenFile(str(tmp_path / "empty-file")) if (tmp_path / "empty-file").write_text("") == 0 else None
+        monitors.TokenFile(str(empty))
