@@ -13,6 +13,8 @@ in as `SentinelParts`. One process runs:
   something they wait for happens (an append in this process, an acknowledgement upstream, a
   NOTIFY from PostgreSQL, or a poll for other writers);
 - the **validation runner** (at most M certifications at once) and the joining-node watch;
+- **maintenance requests** (`dsx.health.maintenance`): cordon and drain before a request's start,
+  hand the node back when it is deleted;
 - **fleet accounting** every few seconds: stage lag, breaker state, nodes per state, GPU-hours
   per state and the goodput ratio;
 - the HTTP server (`dsx.controllers.http`).
@@ -46,13 +48,14 @@ from typing import Any
 
 from dsx import errors, retry, settings
 from dsx.api import security
-from dsx.controllers import http, kube_nodes, loops, monitors, telemetry
+from dsx.controllers import http, kube_maintenance, kube_nodes, loops, monitors, telemetry
 from dsx.health import actor as actor_claim
 from dsx.health import (
     analyzer,
     breaker,
     drain,
     goodput,
+    maintenance,
     pipeline_status,
     quarantine,
     recertify,
@@ -192,6 +195,7 @@ class SentinelRuntime:
         self.quarantine: quarantine.QuarantineHandler | None = None
         self.validations: validation_requests.ValidationRunner | None = None
         self.joining: validation_requests.JoiningNodes | None = None
+        self.maintenance: maintenance.MaintenanceController | None = None
         self.kernel_monitors: list[KernelLogMonitor] = []
         self.kube_monitor: kube_objects.KubeObjectMonitor | None = None
         self._node_view: ResourceWatch | None = None
@@ -273,6 +277,10 @@ class SentinelRuntime:
             )
         if policy.switch(Stage.VALIDATION).enabled:
             self.joining = validation_requests.JoiningNodes(self.store, self.nodes, policy, self.telemetry)
+        if policy.switch(Stage.MAINTENANCE).enabled:
+            self.maintenance = maintenance.MaintenanceController(
+                kube_maintenance.KubeMaintenanceRequests(self.client), self.nodes, policy, self.telemetry
+            )
         if policy.monitors.kube_objects:
             self.kube_monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
         sources = self.parts.kernel_logs
@@ -458,8 +466,13 @@ class SentinelRuntime:
             correlate = analyzer.AnalyzerStage(self._open_store(), analyzer.Analyzer(rules), owner=self.options.owner)
             correlate.warm()
             self._spawn("analyzer", self._poll_loop(correlate.step, 0.2, name="analyzer"))
-        if self.validations is not None:
-            self._spawn("validations", self._poll_loop(self.validations.step, 1.0, name="validations"))
+        if self.validations is not None or self.joining is not None:
+            self._spawn("validations", self._poll_loop(self._validate, 1.0, name="validations"))
+        if self.maintenance is not None:
+            every = min(self.policy.maintenance.poll_seconds, self.policy.drain.poll_seconds)
+            self._spawn(
+                "maintenance", self._poll_loop(self.maintenance.step, every, always_wait=True, name="maintenance")
+            )
         if self.kernel_monitors:
             self._spawn(
                 "kernel-log",
@@ -557,6 +570,11 @@ class SentinelRuntime:
                     self.stop_event.wait(interval_seconds)
 
         return loop
+
+    def _validate(self) -> int:
+        """Close a joining batch whose period is over, then run what the validation limit allows."""
+        closed = self.joining.close_batch() if self.joining is not None else 0
+        return closed + (self.validations.step() if self.validations is not None else 0)
 
     def _pump_kernel_logs(self) -> bool:
         """One round over every node's log, each read a bounded slice (`KernelLogMonitor` batch

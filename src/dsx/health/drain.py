@@ -50,6 +50,8 @@ class PodPlan:
     """None when the pod stays (see `kept_because`)."""
     kept_because: str = ""
     timeout_seconds: float = 0.0
+    terminating: bool = False
+    """Deletion already under way (evicted earlier): waited for, not evicted again."""
 
     @property
     def key(self) -> str:
@@ -94,7 +96,8 @@ def plan(
             out.append(PodPlan(namespace, name, None, kept))
         else:
             chosen = DrainMode.IMMEDIATE if immediate else mode.mode
-            out.append(PodPlan(namespace, name, chosen, timeout_seconds=mode.timeout_seconds))
+            terminating = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+            out.append(PodPlan(namespace, name, chosen, timeout_seconds=mode.timeout_seconds, terminating=terminating))
     return sorted(out, key=lambda p: p.key)
 
 
@@ -144,12 +147,7 @@ class DrainHandler:
         self.observer = observer
         self.retry_seconds = policy.drain.poll_seconds
         self._clock = clock
-        self._limiter = limiter or TokenBucket(self.settings.evictions_per_second, self.settings.eviction_burst)
-        self._backoff: dict[str, _Backoff] = {}
-        self._eviction_backoff = retry.Backoff(
-            self.settings.backoff_seconds, factor=2.0, max_seconds=self.settings.max_backoff_seconds
-        )
-        self._lock = threading.Lock()
+        self.evacuator = PodEvacuator(node_ops, self.settings, observer, STAGE, limiter=limiter)
 
     def settle(self, ready: Mapping[str, Sequence[StoredEvent]]) -> dict[str, list[StageOutcome]]:
         """Every node with nothing to drain, in one store read (`stages.SettlesInBulk`)."""
@@ -183,7 +181,7 @@ class DrainHandler:
                 return stages.same_outcome(events, StageStatus.SKIPPED, disposition="moved-on")
             self.nodes.change_node(
                 node_name,
-                state_change(NodeState.DRAINING, **{nodes.DRAIN_STARTED_ANNOTATION: _stamp(self._clock())}),
+                state_change(NodeState.DRAINING, **{nodes.DRAIN_STARTED_ANNOTATION: stamp(self._clock())}),
             )
             self.observer.action(STAGE, "drain-started", node_name, {"incident": incident})
         remaining = self._pass(node_name, incident)
@@ -215,11 +213,46 @@ class DrainHandler:
         if not remaining:
             return []
         node = self.nodes.get_node(node_name)
-        started = _parse(nodes.annotations_of(node).get(nodes.DRAIN_STARTED_ANNOTATION)) or self._clock()
-        now = self._clock()
-        blocked, waiting = [], []
-        for pod in remaining:
-            if pod.mode is DrainMode.IMMEDIATE:
+        started = parse_stamp(nodes.annotations_of(node).get(nodes.DRAIN_STARTED_ANNOTATION)) or self._clock()
+        note = self.evacuator.one_pass(node_name, remaining, started=started, now=self._clock())
+        if note and nodes.annotations_of(node).get(nodes.DRAIN_ANNOTATION) != note:
+            self.nodes.change_node(node_name, state_change(NodeState.DRAINING, **{nodes.DRAIN_ANNOTATION: note}))
+        return remaining
+
+
+class PodEvacuator:
+    """Evicts or deletes the pods a plan says must leave: one pass at a time, rate-limited, with
+    a doubling backoff per pod a PodDisruptionBudget refused. The drain stage and maintenance
+    requests (`dsx.health.maintenance`) share this, each with its own bucket."""
+
+    def __init__(
+        self,
+        node_ops: NodeOps,
+        settings: DrainSettings,
+        observer: Observer,
+        stage: str,
+        *,
+        limiter: TokenBucket | None = None,
+    ) -> None:
+        self.nodes = node_ops
+        self.settings = settings
+        self.observer = observer
+        self.stage = stage
+        self._limiter = limiter or TokenBucket(settings.evictions_per_second, settings.eviction_burst)
+        self._backoff: dict[str, _Backoff] = {}
+        self._eviction_backoff = retry.Backoff(
+            settings.backoff_seconds, factor=2.0, max_seconds=settings.max_backoff_seconds
+        )
+        self._lock = threading.Lock()
+
+    def one_pass(self, node_name: str, leaving: Sequence[PodPlan], *, started: float, now: float) -> str:
+        """Act on each pod once (`started`: when the drain began, for DeleteAfterTimeout); returns a
+        note on what holds the drain up ("" when nothing does)."""
+        blocked, waiting, terminating = [], [], []
+        for pod in leaving:
+            if pod.terminating:
+                terminating.append(pod.key)
+            elif pod.mode is DrainMode.IMMEDIATE:
                 if self._evict(node_name, pod, now):
                     continue
                 blocked.append(pod.key)
@@ -227,13 +260,10 @@ class DrainHandler:
                 if self.nodes.delete_pod(
                     pod.namespace, pod.name, grace_period_seconds=self.settings.grace_period_seconds
                 ):
-                    self.observer.action(STAGE, "delete-pod", node_name, {"pod": pod.key})
+                    self.observer.action(self.stage, "delete-pod", node_name, {"pod": pod.key})
             else:
                 waiting.append(pod.key)
-        note = _note(blocked, waiting)
-        if note and nodes.annotations_of(node).get(nodes.DRAIN_ANNOTATION) != note:
-            self.nodes.change_node(node_name, state_change(NodeState.DRAINING, **{nodes.DRAIN_ANNOTATION: note}))
-        return remaining
+        return _note(blocked, waiting, terminating)
 
     def _evict(self, node_name: str, pod: PodPlan, now: float) -> bool:
         """Try one eviction unless backing off or out of tokens; False when the pod is held back."""
@@ -250,28 +280,32 @@ class DrainHandler:
                 refusals = (previous.refusals if previous else 0) + 1
                 delay = self._eviction_backoff.delay(refusals)
                 self._backoff[pod.key] = _Backoff(now + delay, delay, refusals)
-                self.observer.action(STAGE, "eviction-refused", node_name, {"pod": pod.key, "retry_in_seconds": delay})
+                self.observer.action(
+                    self.stage, "eviction-refused", node_name, {"pod": pod.key, "retry_in_seconds": delay}
+                )
                 return False
             self._backoff.pop(pod.key, None)
         if result is EvictionOutcome.EVICTED:
-            self.observer.action(STAGE, "evict", node_name, {"pod": pod.key})
+            self.observer.action(self.stage, "evict", node_name, {"pod": pod.key})
         return True
 
 
-def _note(blocked: Sequence[str], waiting: Sequence[str]) -> str:
+def _note(blocked: Sequence[str], waiting: Sequence[str], terminating: Sequence[str] = ()) -> str:
     parts = []
     if blocked:
         parts.append(f"{len(blocked)} pod(s) held by a PodDisruptionBudget: {', '.join(blocked[:5])}")
     if waiting:
         parts.append(f"{len(waiting)} pod(s) left to finish: {', '.join(waiting[:5])}")
+    if terminating:
+        parts.append(f"{len(terminating)} pod(s) terminating: {', '.join(terminating[:5])}")
     return "; ".join(parts)
 
 
-def _stamp(epoch_seconds: float) -> str:
+def stamp(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse(text: str | None) -> float | None:
+def parse_stamp(text: str | None) -> float | None:
     if not text:
         return None
     try:

@@ -41,6 +41,10 @@ REMEDIATION_DONE_ANNOTATION = f"{PREFIX}/remediation-done"
 """Request id of the last remediation the provider completed (re-sent requests are skipped)."""
 RECERTIFICATION_ANNOTATION = f"{PREFIX}/recertification"
 VALIDATION_ANNOTATION = f"{PREFIX}/validation"
+MAINTENANCE_LABEL = f"{PREFIX}/maintenance"
+"""The MaintenanceRequest holding the node (its name); meanwhile the sentinel neither remediates nor releases it."""
+MAINTENANCE_CORDONED_ANNOTATION = f"{PREFIX}/maintenance-cordoned"
+""""true" when the maintenance request cordoned the node (it was schedulable): its release uncordons it."""
 POD_GPUS_ANNOTATION = f"{PREFIX}/gpus"
 """On a pod: comma-separated GPUs it uses (index, UUID or PCI address), for partial drains."""
 
@@ -78,6 +82,11 @@ def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
 
 def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def under_maintenance(node: Mapping[str, Any]) -> str:
+    """The MaintenanceRequest holding the node, or "" when none does."""
+    return labels_of(node).get(MAINTENANCE_LABEL, "")
 
 
 def unschedulable(node: Mapping[str, Any]) -> bool:

@@ -53,11 +53,12 @@ class Stage(enum.StrEnum):
     REMEDIATION = "remediation"
     RECERTIFY = "recertify"
     VALIDATION = "validation"
+    MAINTENANCE = "maintenance"
 
 
 PIPELINE = (Stage.QUARANTINE, Stage.DRAIN, Stage.REMEDIATION, Stage.RECERTIFY)
 """The stages an event passes in order; each waits for the one before it."""
-CLUSTER_CHANGING = frozenset({*PIPELINE, Stage.VALIDATION})
+CLUSTER_CHANGING = frozenset({*PIPELINE, Stage.VALIDATION, Stage.MAINTENANCE})
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,9 @@ class CertificationSettings:
     """Node → fault the local executor injects into that node's runs (tests and demos)."""
     taint: Taint = field(default_factory=lambda: NOT_YET_CERTIFIED)
     """Holds a joining (or re-validated) node out of scheduling until it passes."""
+    joining_batch_seconds: float = 60.0
+    """A joining node opens a batch that closes this long after; its nodes then certify together
+    (`max_running` at once, no node in two groups). 0: each node at once."""
     joining_selector: str = ""
     """CEL over `node` (the Node object): which joining GPU nodes are held and validated; empty: every
     one `gpuNodeSelector` matches (e.g. `node.metadata.labels['node.kubernetes.io/instance-type'] == 'p5.48xlarge'`)."""
@@ -251,6 +255,16 @@ class MonitorSettings:
 
 
 @dataclass(frozen=True)
+class MaintenanceSettings:
+    """How MaintenanceRequests are carried out (dsx.health.maintenance)."""
+
+    lead_seconds: float = 900.0
+    """Cordon and drain begin this long before a request's startTime (its spec.leadSeconds beats this)."""
+    poll_seconds: float = 5.0
+    """How often requests are read again (sooner when one is due)."""
+
+
+@dataclass(frozen=True)
 class DeadLetterSettings:
     max_attempts: int = 5
     """Failed attempts of one event in one stage before it is parked as a dead letter."""
@@ -269,6 +283,7 @@ class SentinelPolicy:
     certification: CertificationSettings = field(default_factory=CertificationSettings)
     monitors: MonitorSettings = field(default_factory=MonitorSettings)
     dead_letter: DeadLetterSettings = field(default_factory=DeadLetterSettings)
+    maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
     analyzer_rules: str = ""
     """A rules file (kind AnalyzerRules); empty: the catalog's."""
 
@@ -329,6 +344,7 @@ class _StagesDoc(_Doc, frozen=True):
     remediation: _SwitchDoc = _SwitchDoc()
     recertify: _SwitchDoc = _SwitchDoc()
     validation: _SwitchDoc = _SwitchDoc()
+    maintenance: _SwitchDoc = _SwitchDoc()
 
 
 class _TaintDoc(_Doc, frozen=True):
@@ -417,6 +433,7 @@ class _CertificationDoc(_Doc, frozen=True):
     max_running: Annotated[int, msgspec.Meta(ge=1)] = CertificationSettings.max_running
     inject: dict[str, str] = {}
     taint: _TaintDoc | None = None
+    joining_batch_seconds: _AtLeastZero = CertificationSettings.joining_batch_seconds
     joining_selector: str = ""
     image: str = ""
     namespace: str = DEFAULT_RUN_NAMESPACE
@@ -442,6 +459,11 @@ class _DeadLetterDoc(_Doc, frozen=True):
     max_attempts: Annotated[int, msgspec.Meta(ge=1)] = 5
 
 
+class _MaintenanceDoc(_Doc, frozen=True):
+    lead_seconds: _AtLeastZero = MaintenanceSettings.lead_seconds
+    poll_seconds: _Positive = MaintenanceSettings.poll_seconds
+
+
 class _AnalyzerDoc(_Doc, frozen=True):
     rules: str = ""
 
@@ -461,6 +483,7 @@ class PolicyDocument(_Doc, frozen=True):
     certification: _CertificationDoc = _CertificationDoc()
     monitors: _MonitorsDoc = _MonitorsDoc()
     dead_letter: _DeadLetterDoc = _DeadLetterDoc()
+    maintenance: _MaintenanceDoc = _MaintenanceDoc()
     analyzer: _AnalyzerDoc = _AnalyzerDoc()
 
 
@@ -485,6 +508,9 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> SentinelPolicy:
         certification=_certification(doc.certification, f"{source}.certification"),
         monitors=_monitors(doc.monitors, f"{source}.monitors"),
         dead_letter=DeadLetterSettings(max_attempts=doc.dead_letter.max_attempts),
+        maintenance=MaintenanceSettings(
+            lead_seconds=doc.maintenance.lead_seconds, poll_seconds=doc.maintenance.poll_seconds
+        ),
         analyzer_rules=doc.analyzer.rules,
     )
 
@@ -602,6 +628,7 @@ def _certification(doc: _CertificationDoc, where: str) -> CertificationSettings:
         max_running=doc.max_running,
         inject={node: FaultKind(kind) for node, kind in doc.inject.items()},
         taint=_taint(doc.taint) if doc.taint is not None else defaults.taint,
+        joining_batch_seconds=doc.joining_batch_seconds,
         joining_selector=doc.joining_selector,
         image=doc.image,
         namespace=doc.namespace,

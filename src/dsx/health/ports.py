@@ -16,7 +16,7 @@ lets hundreds of nodes be cordoned per second instead of NVSentinel's ~2.5.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -273,6 +273,30 @@ class Recertifier(Protocol):
     """Runs certification for one node (local executor, Kubernetes executor, …)."""
 
     def recertify(self, request: RecertificationRequest) -> RecertificationResult: ...
+
+
+# -- maintenance requests ------------------------------------------------------------------------
+
+
+class MaintenanceRequests(Protocol):
+    """The cluster's MaintenanceRequest objects (`dsx.run/v1alpha1`, cluster-scoped; dsx.health.maintenance).
+
+    Objects are plain dicts as the apiserver returns them. Deleting one that carries finalizers
+    only sets `metadata.deletionTimestamp`; it is gone once the last finalizer is removed.
+    """
+
+    def list_requests(self) -> list[dict[str, Any]]:
+        """Every MaintenanceRequest; NotFoundError when the cluster serves no such kind (CRD absent)."""
+        ...
+
+    def set_finalizers(self, name: str, finalizers: Sequence[str], *, resource_version: str) -> dict[str, Any]:
+        """Replace the finalizers, guarded by resourceVersion (ConflictError when it moved on,
+        NotFoundError when the object is gone). Returns the object after."""
+        ...
+
+    def set_status(self, name: str, status: Mapping[str, Any]) -> None:
+        """Replace the status (the status subresource); NotFoundError when the object is gone."""
+        ...
 
 
 # -- what happened -------------------------------------------------------------------------------

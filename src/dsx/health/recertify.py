@@ -117,6 +117,8 @@ class RecertifyHandler:
         if request.status in validation_requests.OPEN:
             return []  # asked again after retry_seconds
         if request.status is ValidationStatus.PASSED:
+            if nodes.under_maintenance(self.nodes.get_node(node_name)):
+                return []  # asked again after retry_seconds: released once the maintenance ends
             return stages.same_outcome(
                 events, StageStatus.DONE, **self._release(node_name, incident, request.request_id)
             )

@@ -152,6 +152,8 @@ class RemediationHandler:
             return stages.same_outcome(
                 events, StageStatus.DONE, **self._carry_out(node_name, incident, plan, resumed=True)
             )
+        if nodes.under_maintenance(self.nodes.get_node(node_name)):
+            return []  # offered again after retry_seconds: a node under maintenance is never repaired
         plan = self._plan(node_name, incident)
         if not self.switch.acting:
             would = plan.request.kind.value if plan.request else plan.disposition

@@ -4,7 +4,9 @@ A request asks "certify this node before it (re)enters service". They come from:
 - **recertify** — a repaired node in RECERTIFYING (`dsx.health.recertify`), node-level categories;
 - **joined** — a GPU node that appeared after the sentinel started watching: it gets the
   `not-yet-certified` taint at once and must pass the node-level categories plus a group test
-  alongside known-good nodes before the taint comes off;
+  alongside known-good nodes before the taint comes off. Joining nodes are batched: the first
+  opens a batch (kept in the store), and when `joiningBatchSeconds` have passed every node in it
+  is queued at once, so a rack that joins over a minute is certified as one wave;
 - **drift** — `dsx diff` found a driver, recipe or node change: the affected nodes are
   re-validated (tainted only while their own test runs, so a cluster-wide change never takes the
   whole fleet out at once);
@@ -13,7 +15,9 @@ A request asks "certify this node before it (re)enters service". They come from:
 Requests live in the event store (`request_validation`, `start_validations`, `finish_validation`),
 so they survive restarts and `dsx sentinel status` shows them. `ValidationRunner` starts at most
 `max_running` at once — certification is heavy, and a fleet-wide drift must not run everywhere
-together — and re-runs requests that were RUNNING when a previous sentinel stopped.
+together — and re-runs requests that were RUNNING when a previous sentinel stopped. Groups never
+share a node: a known-good peer serves one group test at a time, and a run waits for free peers
+rather than certify beside a node another test is loading.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ log = logging.getLogger("dsx.sentinel")
 OPEN = OPEN_VALIDATION
 BASELINE_DOCUMENT = "validation-baseline"
 """Store document holding when the sentinel began watching for joining nodes."""
+BATCH_DOCUMENT = "joining-batch"
+"""Store document holding the open batch of joining nodes: when it opened and which nodes it holds."""
 
 
 class ValidationKind(enum.StrEnum):
@@ -145,6 +151,10 @@ class JoiningNodes:
         document = self._baseline()
         self.since = float(document["watching_since"])
         self.known = frozenset(document.get("known", ()))
+        self.batch_seconds = self.settings.joining_batch_seconds
+        batch = self.store.load_breaker(BATCH_DOCUMENT) or {}
+        self._batch_nodes: set[str] = set(batch.get("nodes") or ())
+        """Nodes in the open batch (the store's document is the truth; this saves a read per node seen)."""
 
     def _baseline(self) -> dict[str, Any]:
         """When watching began and which GPU nodes existed then (kept in the store across restarts)."""
@@ -168,21 +178,44 @@ class JoiningNodes:
             return False
         if nodes.has_taint(node, self.settings.taint.key):
             return False
-        if any(r.node_name == name and r.status in OPEN for r in self.store.validation_requests()):
+        batched = name in self._batch_nodes  # batched but not tainted: a crash came between the two writes
+        if not batched and any(r.node_name == name and r.status in OPEN for r in self.store.validation_requests()):
             return False
         if not self.switch.acting:
             self.observer.action(Stage.VALIDATION.value, "would-hold-joining-node", name, {})
             return False
-        self.nodes.change_node(
-            name,
-            NodeChange(
-                add_taints=(self.settings.taint,),
-                annotations={nodes.VALIDATION_ANNOTATION: "pending: joined the cluster"},
-            ),
-        )
-        request = self.store.request_validation(name, reason(ValidationKind.JOINED, "joined the cluster"))
-        self.observer.action(Stage.VALIDATION.value, "hold-joining-node", name, {"request_id": request.request_id})
+        if not self._batching:
+            self._hold(name, "pending: joined the cluster")
+            request = self.store.request_validation(name, reason(ValidationKind.JOINED, "joined the cluster"))
+            self.observer.action(Stage.VALIDATION.value, "hold-joining-node", name, {"request_id": request.request_id})
+            return True
+        closes = self.store.update_breaker(BATCH_DOCUMENT, lambda doc: _joined(doc, name, self._clock()))
+        self._batch_nodes.add(name)  # in the store before the taint: a crash in between taints it next time
+        self._hold(name, f"pending: joined the cluster (batch closes {_stamp_at(closes + self.batch_seconds)})")
+        self.observer.action(Stage.VALIDATION.value, "hold-joining-node", name, {"batch_opened": closes})
         return True
+
+    @property
+    def _batching(self) -> bool:
+        return self.batch_seconds > 0
+
+    def _hold(self, name: str, note: str) -> None:
+        change = NodeChange(add_taints=(self.settings.taint,), annotations={nodes.VALIDATION_ANNOTATION: note})
+        self.nodes.change_node(name, change)
+
+    def close_batch(self) -> int:
+        """Queue every node of a batch whose period is over (one transaction); returns how many."""
+        if not self._batching or not self.switch.acting:
+            return 0
+        now = self._clock()
+        due = self.store.update_breaker(BATCH_DOCUMENT, lambda doc: _closed(doc, now, self.batch_seconds))
+        for name in due:
+            request = self.store.request_validation(name, reason(ValidationKind.JOINED, "joined the cluster"))
+            self.observer.action(Stage.VALIDATION.value, "queue-joining-node", name, {"request_id": request.request_id})
+        if due:
+            self._batch_nodes.difference_update(due)
+            log.info("joining batch closed: %d node(s) queued for validation", len(due), extra={"nodes": due})
+        return len(due)
 
     def _chosen_by_selector(self, node: Mapping[str, Any]) -> bool:
         """`certification.joiningSelector` says yes (no selector: every GPU node); an error says no, logged."""
@@ -199,6 +232,28 @@ class JoiningNodes:
         if created > self.since:
             return True
         return created >= math.floor(self.since) and name not in self.known
+
+
+def _joined(document: dict[str, Any] | None, name: str, now: float) -> tuple[dict[str, Any] | None, float]:
+    """Add a node to the open batch (opening one at `now` when none is); returns when it opened."""
+    batch = dict(document or {})
+    members = list(batch.get("nodes") or ())
+    opened = float(batch["opened_at"]) if members and "opened_at" in batch else now
+    if name in members:
+        return None, opened
+    return {"opened_at": opened, "nodes": sorted({*members, name})}, opened
+
+
+def _closed(document: dict[str, Any] | None, now: float, period: float) -> tuple[dict[str, Any] | None, list[str]]:
+    """The batch's nodes once its period is over (the document emptied); [] while it is open."""
+    members = list((document or {}).get("nodes") or ())
+    if not members or now < float((document or {}).get("opened_at", now)) + period:
+        return None, []
+    return {"opened_at": now, "nodes": []}, members
+
+
+def _stamp_at(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _created(node: Mapping[str, Any]) -> float | None:
@@ -241,6 +296,9 @@ class ValidationRunner:
         """Finished runs whose result the node or the store did not take yet."""
         self._resumed = False
         self._lock = threading.RLock()
+        self._groups: dict[int, frozenset[str]] = {}
+        """Request id → the nodes its run uses (the node and its peers): no node is in two at once."""
+        self._freed = threading.Condition(self._lock)
 
     def step(self) -> int:
         """Settle finished runs, then start what the limit allows (resuming interrupted requests first).
@@ -292,7 +350,7 @@ class ValidationRunner:
             ask = RecertificationRequest(
                 node_name=name,
                 categories=tuple(c.name for c in self.settings.categories),
-                peers=self._peers(name) if held else (),
+                peers=self._reserve(name, request.request_id, group=held),
                 group_categories=self.settings.group_categories if held else (),
                 request_id=request.request_id,
             )
@@ -301,6 +359,10 @@ class ValidationRunner:
         except Exception as exc:  # a broken run is a failed validation, never a silent pass
             log.exception("validation request %s for %s failed to run", request.request_id, name)
             result = RecertificationResult(False, f"could not run: {exc}"[:500])
+        finally:
+            with self._freed:
+                self._groups.pop(request.request_id, None)
+                self._freed.notify_all()
         self._settle(request, result)
 
     def _settle(self, request: ValidationRequest, result: RecertificationResult) -> int:
@@ -359,8 +421,34 @@ class ValidationRunner:
             if now is None or now.status is not wanted:
                 raise
 
+    def _reserve(self, node_name: str, request_id: int, *, group: bool) -> tuple[str, ...]:
+        """Reserve the node, and for a group test `group_peers` known-good peers no other run uses.
+
+        While fewer are free than the fleet has, the run waits for another to end (up to
+        `run_timeout_seconds`, then it fails: a group test beside a node another test is
+        loading would measure both). Released when the run ends."""
+        deadline = time.monotonic() + self.settings.run_timeout_seconds
+        while True:
+            candidates = self._peers(node_name) if group else ()
+            wanted = min(self.settings.group_peers, len(candidates))
+            with self._freed:
+                busy: set[str] = set().union(*self._groups.values())
+                if node_name not in busy:
+                    free = tuple(c for c in candidates if c not in busy)[:wanted]
+                    if len(free) == wanted:
+                        self._groups[request_id] = frozenset({node_name, *free})
+                        return free
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(
+                        f"no free known-good peer for {node_name} within {self.settings.run_timeout_seconds:.0f} s: "
+                        f"every candidate is in another group test ({', '.join(sorted(busy)[:5])})"
+                    )
+                self._freed.wait(min(left, 1.0))
+
     def _peers(self, node_name: str) -> tuple[str, ...]:
-        """Known-good nodes to test alongside: healthy in the store, schedulable, not held for validation."""
+        """Known-good nodes to test alongside: healthy in the store, schedulable, not held for validation
+        (every one, sorted; `_reserve` takes those no other run uses)."""
         unhealthy = {s.node_name for s in self.store.node_states() if s.state is not NodeState.HEALTHY}
         candidates = [
             nodes.name(n)
@@ -370,7 +458,7 @@ class ValidationRunner:
             and not nodes.unschedulable(n)
             and not nodes.has_taint(n, self.settings.taint.key)
         ]
-        return tuple(sorted(candidates)[: self.settings.group_peers])
+        return tuple(sorted(candidates))
 
     def _mark(self, name: str, text: str, *, hold: bool) -> None:
         if not self.switch.acting:

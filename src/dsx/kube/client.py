@@ -536,6 +536,20 @@ class KubeClient:
             "current-context": "token",
         }
 
+    def declare_kind(self, api_version: str, kind: str, plural: str, *, namespaced: bool = False) -> None:
+        """Make a custom kind whose CRD dsx ships usable without discovery (which lists every CRD:
+        a grant the sentinel does not hold). Idempotent."""
+        try:
+            resource_registry.load(api_version, kind)
+            return
+        except LoadResourceError:
+            pass
+        group, version = api_version.split("/", 1)
+        if namespaced:
+            generic_resource.create_namespaced_resource(group, version, kind, plural)
+        else:
+            generic_resource.create_global_resource(group, version, kind, plural)
+
     def create_crd(self, crd: Mapping[str, Any], *, timeout_seconds: float = 30.0) -> dict[str, Any]:
         """Apply a CustomResourceDefinition and wait until the apiserver serves it (Established)."""
         name = crd["metadata"]["name"]
@@ -643,15 +657,17 @@ class KubeClient:
         namespace: str | None = None,
         *,
         patch_type: str = "merge",
+        status: bool = False,
     ) -> dict[str, Any]:
-        """Patch an object (merge, strategic or json patch)."""
+        """Patch an object (merge, strategic or json patch); `status`: its status subresource."""
         if patch_type not in _PATCH_TYPES:
             raise errors.BadInputError(errors.allowed_values_message("patch", "type", patch_type, _PATCH_TYPES))
         res = self._resource(api_version, kind)
         where = f"{namespace}/{name}" if namespace else name
         ns = self._namespace_for(res, namespace, f"patch {kind} {where}")
-        with self._seam(f"patch {kind} {where}"):
-            patched = self._api.patch(res, name, patch, namespace=ns, patch_type=_PATCH_TYPES[patch_type])
+        target = res.Status if status else res
+        with self._seam(f"patch {kind} {where}{' status' if status else ''}"):
+            patched = self._api.patch(target, name, patch, namespace=ns, patch_type=_PATCH_TYPES[patch_type])
             result: dict[str, Any] = patched.to_dict()
         return result
 

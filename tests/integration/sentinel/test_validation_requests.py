@@ -63,6 +63,7 @@ def test_a_joining_node_is_held_until_certified_and_queued_requests_run(
                 "groupPeers": 1,
                 "ranksPerNode": 1,
                 "maxRunning": 1,
+                "joiningBatchSeconds": 3,
             },
             "monitors": {"kubeObjects": False},
         },

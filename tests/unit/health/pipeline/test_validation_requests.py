@@ -1,12 +1,15 @@
-"""Area of concern: validation requests — a GPU node that joins is tainted and certified (node-level
-plus a group test beside known-good peers) before the taint comes off; a failed one stays held
-with the reason; `dsx diff` drift names the nodes to re-validate; at most M certify at once;
-requests interrupted by a restart run again; re-certification of repaired nodes goes through
-the same queue and fails closed when a new fault arrives after the repair."""
+"""Area of concern: validation requests — a GPU node that joins is tainted at once and certified
+(node-level plus a group test beside known-good peers) before the taint comes off; joining nodes
+are queued together when their batch's period is over (kept in the store across a restart); no
+node serves two group tests at once; a failed one stays held with the reason; `dsx diff` drift
+names the nodes to re-validate; at most M certify at once; requests interrupted by a restart
+run again; re-certification of repaired nodes goes through the same queue and fails closed
+when a new fault arrives after the repair."""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from datetime import timedelta
 
 import pytest
@@ -15,12 +18,18 @@ from dsx.errors import BadInputError
 from dsx.health import nodes, validation_requests
 from dsx.health.eventstore import ValidationStatus
 from dsx.health.policy import PIPELINE, Stage
+from dsx.health.ports import RecertificationResult
 from dsx.health.validation_requests import JoiningNodes, ValidationKind, ValidationRunner
 from dsx.model.health import NodeState
 
 from .builders import FakeRecertifier, Pipeline, cluster, gpu_node, policy_with, xid
 
 TAINT = "sentinel.dsx.run/not-yet-certified"
+
+
+def unbatched(policy):
+    """Joining nodes queued at once (joiningBatchSeconds 0)."""
+    return dataclasses.replace(policy, certification=dataclasses.replace(policy.certification, joining_batch_seconds=0))
 
 
 def joined(name: str, created: str = "2026-11-29T13:00:00Z", **labels: str) -> dict:
@@ -40,6 +49,12 @@ def test_a_joining_gpu_node_is_held_until_it_passes_with_known_good_peers(store,
     assert [watch.observe(n) for n in fleet.list_nodes()] == [False, False, False, True]
     assert nodes.has_taint(fleet.get_node("new"), TAINT)
     assert watch.observe(fleet.get_node("new")) is False  # already held: no second request
+    runner.step()
+    assert certifier.requests == [] and store.validation_requests() == []  # the batch is open for 60 s
+    clock.advance(59)
+    assert watch.close_batch() == 0
+    clock.advance(1)
+    assert watch.close_batch() == 1
     runner.step()
 
     (asked,) = certifier.requests
@@ -71,7 +86,7 @@ def test_the_joining_selector_chooses_which_new_gpu_nodes_are_held(store, clock,
     chosen = dataclasses.replace(
         chosen, certification=dataclasses.replace(chosen.certification, joining_selector=selector)
     )
-    watch = JoiningNodes(store, fleet, chosen, observer, clock=clock)
+    watch = JoiningNodes(store, fleet, unbatched(chosen), observer, clock=clock)
     assert [n for n in ("p5", "g6") if watch.observe(fleet.get_node(n))] == ["p5"]
     assert nodes.has_taint(fleet.get_node("p5"), TAINT) and not nodes.has_taint(fleet.get_node("g6"), TAINT)
     assert [r.node_name for r in store.validation_requests()] == ["p5"]
@@ -93,6 +108,7 @@ def test_a_node_that_fails_validation_stays_held_with_the_reason(store, clock, o
     fleet = cluster(["n1"])
     fleet.add_node(joined("new"))
     chosen = policy_with(Stage.VALIDATION)
+    chosen = unbatched(chosen)
     JoiningNodes(store, fleet, chosen, observer, clock=clock).observe(fleet.get_node("new"))
     ValidationRunner(
         store, fleet, chosen, FakeRecertifier({"new": "nccl-all-reduce: ThresholdViolation"}), observer, workers=0
@@ -203,3 +219,111 @@ def test_within_the_baselines_second_the_known_nodes_decide(store, clock, observ
 def test_a_malformed_drift_report_names_the_field(report: dict[str, object], message: str) -> None:
     with pytest.raises(BadInputError, match=message):
         validation_requests.nodes_from_drift(report, ["n1"], source="drift.json")
+
+
+def test_a_batch_survives_a_restart_and_its_nodes_are_queued_together(store, clock, observer) -> None:
+    fleet = cluster(["n1"])
+    chosen = policy_with(Stage.VALIDATION)
+    watch = JoiningNodes(store, fleet, chosen, observer, clock=clock)
+    fleet.add_node(joined("rack-0"))
+    assert watch.observe(fleet.get_node("rack-0"))
+    assert (
+        "batch closes 2026-11-29T12:01:00Z"
+        in nodes.annotations_of(fleet.get_node("rack-0"))["sentinel.dsx.run/validation"]
+    )
+    clock.advance(30)
+    fleet.add_node(joined("rack-1"))
+    restarted = JoiningNodes(store, fleet, chosen, observer, clock=clock)  # the batch is in the store
+    assert restarted.observe(fleet.get_node("rack-1"))
+    clock.advance(29)
+    assert restarted.close_batch() == 0 and store.validation_requests() == []
+    clock.advance(1)  # 60 s after the first joined, not the last
+    assert restarted.close_batch() == 2
+    assert sorted(r.node_name for r in store.validation_requests()) == ["rack-0", "rack-1"]
+    assert restarted.close_batch() == 0  # emptied: nothing queued twice
+    fleet.add_node(joined("late"))
+    assert restarted.observe(fleet.get_node("late"))
+    clock.advance(59)
+    assert restarted.close_batch() == 0  # a new batch opened with the late node
+
+
+def test_a_node_batched_but_not_yet_tainted_is_tainted_on_the_next_look(store, clock, observer) -> None:
+    """A crash between the store write and the taint: the batch remembers the node."""
+    fleet = cluster(["n1"])
+    fleet.add_node(joined("new"))
+    store.save_breaker(validation_requests.BATCH_DOCUMENT, {"opened_at": clock(), "nodes": ["new"]})
+    watch = JoiningNodes(store, fleet, policy_with(Stage.VALIDATION), observer, clock=clock)
+    assert watch.observe(fleet.get_node("new"))
+    assert nodes.has_taint(fleet.get_node("new"), TAINT)
+    assert store.load_breaker(validation_requests.BATCH_DOCUMENT)["nodes"] == ["new"]
+
+
+class BlockingRecertifier(FakeRecertifier):
+    """Holds every run until released, recording which nodes each run used while others ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.started = threading.Semaphore(0)
+        self.lock = threading.Lock()
+        self.in_use: list[set[str]] = []
+        self.overlaps: list[set[str]] = []
+
+    def recertify(self, request):
+        used = {request.node_name, *request.peers}
+        with self.lock:
+            self.requests.append(request)
+            self.overlaps.extend(used & other for other in self.in_use if used & other)
+            self.in_use.append(used)
+        self.started.release()
+        self.release.wait(10)
+        with self.lock:
+            self.in_use.remove(used)
+        return RecertificationResult(True, "", {})
+
+
+def test_no_node_serves_two_group_tests_at_once(store, clock, observer) -> None:
+    fleet = cluster(["good-0", "good-1", "good-2"])
+    for name in ("new-0", "new-1", "new-2"):
+        fleet.add_node(joined(name))
+    chosen = unbatched(policy_with(Stage.VALIDATION))
+    chosen = dataclasses.replace(chosen, certification=dataclasses.replace(chosen.certification, max_running=3))
+    watch = JoiningNodes(store, fleet, chosen, observer, clock=clock)
+    for name in ("new-0", "new-1", "new-2"):
+        watch.observe(fleet.get_node(name))
+    certifier = BlockingRecertifier()
+    runner = ValidationRunner(store, fleet, chosen, certifier, observer, workers=3)
+    try:
+        runner.step()
+        for _ in range(3):
+            assert certifier.started.acquire(timeout=10)
+        peers = sorted(r.peers for r in certifier.requests)
+        assert peers == [("good-0",), ("good-1",), ("good-2",)]  # three runs at once, three different peers
+    finally:
+        certifier.release.set()
+        runner.close()
+    assert certifier.overlaps == []
+
+
+def test_a_run_waits_for_a_peer_another_group_uses(store, clock, observer) -> None:
+    fleet = cluster(["good-0"])
+    fleet.add_node(joined("new-0"))
+    fleet.add_node(joined("new-1"))
+    chosen = unbatched(policy_with(Stage.VALIDATION))
+    chosen = dataclasses.replace(chosen, certification=dataclasses.replace(chosen.certification, max_running=2))
+    watch = JoiningNodes(store, fleet, chosen, observer, clock=clock)
+    watch.observe(fleet.get_node("new-0"))
+    watch.observe(fleet.get_node("new-1"))
+    certifier = BlockingRecertifier()
+    runner = ValidationRunner(store, fleet, chosen, certifier, observer, workers=2)
+    try:
+        runner.step()
+        assert certifier.started.acquire(timeout=10)
+        assert not certifier.started.acquire(timeout=1.5), "the second run started beside the first on one peer"
+        certifier.release.set()
+        assert certifier.started.acquire(timeout=10)
+    finally:
+        certifier.release.set()
+        runner.close()
+    assert [r.peers for r in certifier.requests] == [("good-0",), ("good-0",)]
+    assert certifier.overlaps == []
