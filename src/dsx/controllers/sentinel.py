@@ -65,7 +65,7 @@ from dsx.health import (
     xid,
 )
 from dsx.health.eventstore import EventStore
-from dsx.health.monitors import kube_objects
+from dsx.health.monitors import kube_objects, node_events
 from dsx.health.monitors import source as monitor_source
 from dsx.health.policy import PIPELINE, KernelLogSource, SentinelPolicy, Stage
 from dsx.health.ports import Recertifier, RemediationProvider
@@ -198,6 +198,7 @@ class SentinelRuntime:
         self.maintenance: maintenance.MaintenanceController | None = None
         self.kernel_monitors: list[KernelLogMonitor] = []
         self.kube_monitor: kube_objects.KubeObjectMonitor | None = None
+        self.event_monitor: node_events.NodeEventMonitor | None = None
         self._node_view: ResourceWatch | None = None
         self.elector: leader.LeaderElector | None = None
         self._leases_client: KubeClient | None = None
@@ -283,6 +284,10 @@ class SentinelRuntime:
             )
         if policy.monitors.kube_objects:
             self.kube_monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
+        if policy.monitors.node_events:
+            self.event_monitor = node_events.NodeEventMonitor(
+                node_events.load_policies(), since_epoch_seconds=time.time()
+            )
         sources = self.parts.kernel_logs
         labels = self._node_labels() if any(not source.driver_version for source in sources) else {}
         for source in sources:
@@ -480,6 +485,8 @@ class SentinelRuntime:
             )
         if self.kube_monitor is not None or self.joining is not None or self.policy.switch(Stage.QUARANTINE).acting:
             self._spawn("node-watch", self._watch_nodes)  # node policies, joining nodes, manual uncordons
+        if self.event_monitor is not None:
+            self._spawn("node-events", self._watch_node_events)  # node-problem-detector's Events
         self._spawn(
             "fleet",
             self._poll_loop(self._account_fleet, self.options.fleet_interval_seconds, always_wait=True, name="fleet"),
@@ -612,6 +619,28 @@ class SentinelRuntime:
                 self.stop_event.wait(1.0)
             else:
                 self.loops.ok("node watch")
+
+    def _watch_node_events(self) -> None:
+        """Events on Nodes, newer than this start, into the store by rule (dsx.health.monitors.node_events)."""
+        monitor = self.event_monitor
+        assert monitor is not None
+        watch = self.client.watch_events(self.policy.monitors.node_events_namespace, involved_kind="Node")
+        while not self.stop_event.is_set():
+            try:
+                for change in watch.events(timeout_seconds=2.0):
+                    if change.type.value in ("ADDED", "MODIFIED"):
+                        found = monitor.observe(change.object)
+                        if found:
+                            created = sum(1 for a in self.store.append(found) if a.created)
+                            self.telemetry.events_ingested.labels("node-events").inc(created)
+                            self.waker.poke()
+                    if self.stop_event.is_set():
+                        return
+            except Exception as exc:
+                self.loops.failed("node events", exc)
+                self.stop_event.wait(1.0)
+            else:
+                self.loops.ok("node events")
 
     def _on_node(self, kind: str, node: dict[str, Any]) -> None:
         name = str((node.get("metadata") or {}).get("name", ""))

@@ -252,6 +252,10 @@ class MonitorSettings:
     poll_interval_seconds: float = 0.1
     kube_objects: bool = True
     """Evaluate node policies (rules/kube_objects.yaml) on every Node change."""
+    node_events: bool = True
+    """Read Kubernetes Events on Nodes (node-problem-detector's temporary problems) by rules/node_events.yaml."""
+    node_events_namespace: str = "default"
+    """Where those Events are (node-problem-detector's --event-namespace)."""
 
 
 @dataclass(frozen=True)
@@ -453,6 +457,8 @@ class _MonitorsDoc(_Doc, frozen=True):
     start_at_end: bool = False
     poll_interval_seconds: _Positive = 0.1
     kube_objects: bool = True
+    node_events: bool = True
+    node_events_namespace: str = "default"
 
 
 class _DeadLetterDoc(_Doc, frozen=True):
@@ -638,6 +644,8 @@ def _certification(doc: _CertificationDoc, where: str) -> CertificationSettings:
 
 
 def _monitors(doc: _MonitorsDoc, where: str) -> MonitorSettings:
+    if not _DNS_LABEL.match(doc.node_events_namespace):
+        raise BadInputError(f"{where}.nodeEventsNamespace: {doc.node_events_namespace!r} is not a namespace name")
     sources = []
     for index, own in enumerate(doc.kernel_logs):
         at = f"{where}.kernelLogs[{index}]"
@@ -653,4 +661,6 @@ def _monitors(doc: _MonitorsDoc, where: str) -> MonitorSettings:
         start_at_end=doc.start_at_end,
         poll_interval_seconds=doc.poll_interval_seconds,
         kube_objects=doc.kube_objects,
+        node_events=doc.node_events,
+        node_events_namespace=doc.node_events_namespace,
     )

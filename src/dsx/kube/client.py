@@ -114,6 +114,11 @@ _METADATA_ONLY = {"Accept": "application/json;as=PartialObjectMetadataList;g=met
 """The apiserver answers a list with metadata alone (a server that cannot, with whole objects)."""
 
 
+def _identity_only(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = obj.get("metadata") or {}
+    return {"metadata": {k: metadata[k] for k in ("name", "namespace", "resourceVersion") if k in metadata}}
+
+
 def _selector(labels: Mapping[str, str] | None) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
 
@@ -238,6 +243,19 @@ class KubeClient:
         fields = f"spec.nodeName={node_name}" if node_name else ""
         return watch.ResourceWatch(
             self._http, path, label_selector=_selector(labels), field_selector=fields, server=self.server
+        )
+
+    def watch_events(self, namespace: str, *, involved_kind: str = "") -> watch.ResourceWatch:
+        """A resumable watch on core/v1 Events in one namespace (`involved_kind`: only those about that kind).
+
+        Its view keeps each Event's name and resourceVersion only: Events are read once, not looked up."""
+        fields = f"involvedObject.kind={involved_kind}" if involved_kind else ""
+        return watch.ResourceWatch(
+            self._http,
+            f"/api/v1/namespaces/{namespace}/events",
+            field_selector=fields,
+            server=self.server,
+            keep=_identity_only,
         )
 
     def cordon(self, name: str) -> bool:

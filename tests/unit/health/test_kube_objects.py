@@ -46,6 +46,7 @@ def test_the_first_look_is_a_healthy_baseline(monitor: KubeObjectMonitor) -> Non
         "NodeNotReady",
         "NodeGpuCapacityLost",
         "NodeKernelDeadlock",
+        "NodeXfsShutdown",
         "NodeReadonlyFilesystem",
     ]
     assert all(e.is_healthy and not e.is_fatal and e.node_name == "n1" for e in events)
@@ -83,9 +84,9 @@ def test_not_ready_is_recorded_for_analysis(monitor: KubeObjectMonitor) -> None:
 
 def test_nodes_are_tracked_separately_and_forgotten(monitor: KubeObjectMonitor) -> None:
     monitor.observe(gpu_node("n1"))
-    assert len(monitor.observe(gpu_node("n2"))) == 4
+    assert len(monitor.observe(gpu_node("n2"))) == 5
     monitor.forget("n1")
-    assert len(monitor.observe(gpu_node("n1"))) == 4
+    assert len(monitor.observe(gpu_node("n1"))) == 5
     assert monitor.observe(gpu_node("n2")) == []
 
 

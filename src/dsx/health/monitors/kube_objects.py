@@ -113,7 +113,9 @@ def _event(policy: NodePolicy, node_name: str, unhealthy: bool, at: datetime) ->
     )
 
 
-class _PolicyDoc(schema.Section, frozen=True):
+class PolicyDoc(schema.Section, frozen=True):
+    """One policy as written (NodePolicies here, NodeEventPolicies in node_events.py)."""
+
     name: Annotated[str, msgspec.Meta(min_length=1)]
     predicate: str
     event: dict[str, Any]
@@ -123,11 +125,11 @@ class _PolicyDoc(schema.Section, frozen=True):
 
 
 class PoliciesDocument(schema.Section, frozen=True):
-    """The NodePolicies file as written (camelCase keys; old snake_case keys read with a warning)."""
+    """A policies file as written (camelCase keys; old snake_case keys read with a warning)."""
 
     api_version: str
     kind: str
-    policies: list[_PolicyDoc]
+    policies: list[PolicyDoc]
 
 
 def load_policies(path: str | Path = POLICIES_PATH) -> list[NodePolicy]:
@@ -136,23 +138,29 @@ def load_policies(path: str | Path = POLICIES_PATH) -> list[NodePolicy]:
 
 
 def policies_from_dict(data: Mapping[str, Any], *, source: str) -> list[NodePolicy]:
+    policies = [
+        (_policy(item, where), item.enabled) for item, where in policy_documents(data, source=source, kind=KIND)
+    ]
+    return [policy for policy, enabled in policies if enabled]
+
+
+def policy_documents(data: Mapping[str, Any], *, source: str, kind: str) -> list[tuple[PolicyDoc, str]]:
+    """The policies of a file of `kind`, each with where it is ("<file>: policies[i]"); names unique."""
     doc = schema.document(
-        data, PoliciesDocument, api_version=API_VERSION, kind_name=KIND, source=source, log=log, separator=": "
+        data, PoliciesDocument, api_version=API_VERSION, kind_name=kind, source=source, log=log, separator=": "
     )
-    policies: list[NodePolicy] = []
+    found: list[tuple[PolicyDoc, str]] = []
     names: set[str] = set()
     for index, item in enumerate(doc.policies):
         where = f"{source}: policies[{index}]"
-        policy = _policy(item, where)
         if item.name in names:
             raise BadInputError(f"{where}.name: {item.name!r} is used twice")
         names.add(item.name)
-        if item.enabled:
-            policies.append(policy)
-    return policies
+        found.append((item, where))
+    return found
 
 
-def _policy(doc: _PolicyDoc, where: str) -> NodePolicy:
+def _policy(doc: PolicyDoc, where: str) -> NodePolicy:
     metadata = doc.event.get("metadata", {})
     if not isinstance(metadata, Mapping):
         raise BadInputError(f"{where}.event.metadata: expected a mapping of strings to strings")
