@@ -251,7 +251,7 @@ def _election(leader_options: dict[str, Any]) -> Any:
     "enable",
     default="",
     metavar="STAGES",
-    help="Turn stages on: quarantine,drain,remediation,recertify,validation.",
+    help="Turn stages on: quarantine,drain,remediation,recertify,validation,maintenance.",
 )
 @click.option(
     "--sim",
