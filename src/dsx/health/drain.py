@@ -50,8 +50,6 @@ class PodPlan:
     """None when the pod stays (see `kept_because`)."""
     kept_because: str = ""
     timeout_seconds: float = 0.0
-    terminating: bool = False
-    """Deletion already under way (evicted earlier): waited for, not evicted again."""
 
     @property
     def key(self) -> str:
@@ -96,8 +94,7 @@ def plan(
             out.append(PodPlan(namespace, name, None, kept))
         else:
             chosen = DrainMode.IMMEDIATE if immediate else mode.mode
-            terminating = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-            out.append(PodPlan(namespace, name, chosen, timeout_seconds=mode.timeout_seconds, terminating=terminating))
+            out.append(PodPlan(namespace, name, chosen, timeout_seconds=mode.timeout_seconds))
     return sorted(out, key=lambda p: p.key)
 
 
@@ -248,11 +245,9 @@ class PodEvacuator:
     def one_pass(self, node_name: str, leaving: Sequence[PodPlan], *, started: float, now: float) -> str:
         """Act on each pod once (`started`: when the drain began, for DeleteAfterTimeout); returns a
         note on what holds the drain up ("" when nothing does)."""
-        blocked, waiting, terminating = [], [], []
+        blocked, waiting = [], []
         for pod in leaving:
-            if pod.terminating:
-                terminating.append(pod.key)
-            elif pod.mode is DrainMode.IMMEDIATE:
+            if pod.mode is DrainMode.IMMEDIATE:
                 if self._evict(node_name, pod, now):
                     continue
                 blocked.append(pod.key)
@@ -263,7 +258,7 @@ class PodEvacuator:
                     self.observer.action(self.stage, "delete-pod", node_name, {"pod": pod.key})
             else:
                 waiting.append(pod.key)
-        return _note(blocked, waiting, terminating)
+        return _note(blocked, waiting)
 
     def _evict(self, node_name: str, pod: PodPlan, now: float) -> bool:
         """Try one eviction unless backing off or out of tokens; False when the pod is held back."""
@@ -290,14 +285,12 @@ class PodEvacuator:
         return True
 
 
-def _note(blocked: Sequence[str], waiting: Sequence[str], terminating: Sequence[str] = ()) -> str:
+def _note(blocked: Sequence[str], waiting: Sequence[str]) -> str:
     parts = []
     if blocked:
         parts.append(f"{len(blocked)} pod(s) held by a PodDisruptionBudget: {', '.join(blocked[:5])}")
     if waiting:
         parts.append(f"{len(waiting)} pod(s) left to finish: {', '.join(waiting[:5])}")
-    if terminating:
-        parts.append(f"{len(terminating)} pod(s) terminating: {', '.join(terminating[:5])}")
     return "; ".join(parts)
 
 
