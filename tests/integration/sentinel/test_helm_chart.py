@@ -114,7 +114,11 @@ def test_the_bundles_sentinel_objects_are_the_charts(helm_binary: Path, tmp_path
         if path.startswith("dsx-sentinel/manifests/")
         for doc in documents(data.decode())
     ]
-    chart = documents(helm(helm_binary, tmp_path, "template", "dsx-sentinel", str(CHART), "--namespace", "dsx-system"))
+    chart = documents(
+        helm(
+            helm_binary, tmp_path, "template", "dsx-sentinel", str(CHART), "--namespace", "dsx-system", "--include-crds"
+        )
+    )
     key = serialization.canonical_json
     assert sorted(map(key, shipped)) == sorted(map(key, chart))
 

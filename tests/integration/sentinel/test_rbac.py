@@ -284,7 +284,8 @@ def test_the_granted_rules_are_exactly_the_documented_ones(account) -> None:
     }
     # what every authenticated identity may do (self reviews) is not the sentinel's grant
     everyone = {g for g in granted if g[0] in ("authorization.k8s.io", "authentication.k8s.io") and "self" in g[1]}
-    assert granted - everyone == REQUIRED | {("", "events", "create")}
+    # in default: Events on nodes written, and node-problem-detector's read (monitors.nodeEventsNamespace)
+    assert granted - everyone == REQUIRED | {("", "events", "create"), ("", "events", "list"), ("", "events", "watch")}
 
 
 def test_the_monitor_account_has_no_api_access(account) -> None:
