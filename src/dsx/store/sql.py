@@ -202,6 +202,8 @@ class SqlEventStore(abc.ABC):
         remediation records and appends stay durable)."""
 
     def create_schema(self, id_column: str) -> None:
+        if self._schema_current():
+            return
         try:
             self._create_schema(id_column)
         except InternalError:
@@ -223,6 +225,26 @@ class SqlEventStore(abc.ABC):
                     f"event store: schema version {row[0]} was written by a newer dsx; this dsx reads schema"
                     f" version {SCHEMA_VERSION}: upgrade dsx, or give --store another store"
                 )
+
+    def _schema_current(self) -> bool:
+        """The store is at this dsx's version with every table and column: opening it again runs no DDL.
+
+        A sentinel opens a store per part while the parts opened first already write. PostgreSQL's
+        `CREATE INDEX IF NOT EXISTS` locks its table (SHARE) before it finds the index there, so a
+        second opening's schema transaction and a stage's write each held a lock the other waited
+        for: a deadlock that ended the restarted sentinel (test_crash_safety).
+        """
+        try:
+            with self.transaction(write=False) as cur:
+                cur.execute("SELECT version FROM dsx_schema WHERE name = ?", ("events",))
+                row = cur.fetchone()
+                if row is None or int(row[0]) != SCHEMA_VERSION:
+                    return False
+                for table, columns in LAYOUT.items():
+                    cur.execute(f"SELECT {columns} FROM {table} LIMIT 0")  # noqa: S608 - names from SCHEMA
+        except InternalError:  # a table or column is missing: create (or refuse) below
+            return False
+        return True
 
     def check_layout(self, *, missing_ok: bool = False) -> None:
         """Every dsx table with every column: a same-named table of another program is refused, not misread."""
