@@ -1,7 +1,7 @@
 """The sentinel's HTTP ingestion alone: CPU per `POST /v1/events`, a new connection per post vs a kept one.
 
 The server is the sentinel's own (`dsx.controllers.http.SentinelHttpServer` on `dsx.api.server`,
-h11 framing, token check, `dsx.health.ingest` parsing, `dsx.store.group_commit` into a SQLite
+h11 framing, token check, `dsx.health.parsing.ingest` parsing, `dsx.store.group_commit` into a SQLite
 store) in a child process of its own, so its CPU time (utime + stime from /proc) is the server's
 alone. Clients in this process post one healthy event per request, as a node's monitor does at
 fleet traffic: `fresh` opens a connection per post (`httpclient.request`, the monitors before
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))  # bench_scale: one home for the /proc r
 from bench_scale import cpu_seconds, free_port, load_average  # noqa: E402
 from dsx import httpclient  # noqa: E402
 from dsx.controllers import monitors, sim_load  # noqa: E402
-from dsx.health import ingest  # noqa: E402
+from dsx.health.parsing import ingest  # noqa: E402
 
 TOKEN = "bench-ingest-token-0123456789abcdef"
 SENDERS = 8

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dsx.certify.parsing import nccl, training
-from dsx.health import xid
+from dsx.health.parsing import xid
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 RUNS = 5

@@ -61,8 +61,9 @@ import psycopg  # noqa: E402
 import bench_store  # noqa: E402
 from dsx import errors, serialization  # noqa: E402
 from dsx.controllers import kube_nodes, monitors, sim_load  # noqa: E402
-from dsx.health import analyzer  # noqa: E402
-from dsx.health import policy as policy_module  # noqa: E402
+from dsx.health.decisions import analyzer  # noqa: E402
+from dsx.health.decisions import policy as policy_module  # noqa: E402
+from dsx.health.pipeline import analyzer_stage  # noqa: E402
 from dsx.kube.client import KubeClient  # noqa: E402
 from dsx.kube.watch import ResourceWatch  # noqa: E402
 from dsx.model.health import HealthEvent, ProcessingStrategy  # noqa: E402
@@ -511,7 +512,7 @@ def throughput(store: str, opener: Any, size: int) -> dict[str, Any]:
         _ = event.idempotency_key  # as in bench_store: the analyzer's figure excludes the key
     fresh = opener()
     ingest_seconds = bench_store.timed(lambda: bench_store.ingest(fresh, events, 1000))
-    stage = analyzer.AnalyzerStage(fresh, analyzer.Analyzer(analyzer.load_rules()), owner="bench", batch_size=500)
+    stage = analyzer_stage.AnalyzerStage(fresh, analyzer.Analyzer(analyzer.load_rules()), owner="bench", batch_size=500)
 
     def drain() -> None:
         while stage.step():

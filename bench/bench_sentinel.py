@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from dsx import serialization
 from dsx.api import security
 from dsx.controllers import sentinel, sentinel_wiring, sim_load
-from dsx.health import policy as policy_module
+from dsx.health.decisions import policy as policy_module
 from dsx.kube.client import KubeClient
 from dsx.sim.cluster import SimCluster
 from dsx.sim.nodes import SimOptions

@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))  # the PostgreSQL launcher the test suite uses
 
-from dsx.health import analyzer  # noqa: E402
-from dsx.health.eventstore import EventStore, StageOutcome  # noqa: E402
+from dsx.health.decisions import analyzer  # noqa: E402
+from dsx.health.decisions.eventstore import EventStore, StageOutcome  # noqa: E402
+from dsx.health.pipeline import analyzer_stage  # noqa: E402
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, RecommendedAction  # noqa: E402
 from dsx.store import open_store  # noqa: E402
 from fixtures.postgres_server import fresh_schema_url, running_postgres  # noqa: E402
@@ -124,9 +125,9 @@ def analyzer_figures() -> None:
         with tempfile.TemporaryDirectory() as directory:
             store = open_store(f"sqlite:///{directory}/events.db")
             ingest(store, events, 1000)
-            stage = analyzer.AnalyzerStage(store, analyzer.Analyzer(rules), owner="bench", batch_size=500)
+            stage = analyzer_stage.AnalyzerStage(store, analyzer.Analyzer(rules), owner="bench", batch_size=500)
 
-            def drain(s: analyzer.AnalyzerStage = stage) -> None:
+            def drain(s: analyzer_stage.AnalyzerStage = stage) -> None:
                 while s.step():
                     pass
 

@@ -1,7 +1,7 @@
 """The one rate limiter: a token bucket per key, shared by threads.
 
 Used by `dsx serve` and the sentinel's API (a bucket per client token, `dsx.api.security`) and
-by the drain stage (one bucket for every node's evictions, `dsx.health.drain`). A bucket holds
+by the drain stage (one bucket for every node's evictions, `dsx.health.decisions.drain`). A bucket holds
 up to `burst` tokens and refills at `rate_per_second`; each request spends one.
 """
 

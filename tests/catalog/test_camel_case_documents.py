@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from dsx.certify.parsing import profiles
-from dsx.health import analyzer, policy, xid
-from dsx.health.monitors import kube_objects
+from dsx.health.decisions import analyzer, policy
+from dsx.health.parsing import kube_objects, xid
 
 
 def test_the_shipped_rule_profile_and_catalog_files_read_without_an_old_key_warning(

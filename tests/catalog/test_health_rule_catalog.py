@@ -3,8 +3,8 @@ each rule exists, and stay consistent with the checks the monitors actually emit
 
 from __future__ import annotations
 
-from dsx.health import analyzer
-from dsx.health.monitors import kube_objects
+from dsx.health.decisions import analyzer
+from dsx.health.parsing import kube_objects
 from dsx.host import kernel_log, nvml
 from dsx.model.health import NODE_REMEDIATED_CHECK, RecommendedAction
 

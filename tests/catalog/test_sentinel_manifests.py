@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dsx import serialization
-from dsx.health import policy
+from dsx.health.decisions import policy
 from dsx.recipes import catalog
 
 REPO = Path(__file__).resolve().parents[2]

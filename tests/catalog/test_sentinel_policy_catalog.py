@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dsx import serialization
-from dsx.health import incidents, nodes, policy, quarantine
+from dsx.health.decisions import incidents, nodes, policy, quarantine
 from dsx.host import kernel_log
 from dsx.model import certify_catalog as certify_catalog
 from dsx.model.certification import Scale

@@ -14,7 +14,7 @@ import pytest
 
 from dsx import serialization
 from dsx.errors import CatalogError
-from dsx.health import xid
+from dsx.health.parsing import xid
 from dsx.model.health import RecommendedAction
 
 REPO = Path(__file__).resolve().parents[2]
@@ -201,7 +201,7 @@ def test_old_snake_case_catalog_keys_read_the_same_with_one_warning_each(caplog:
         {"nvs_class" if key == "nvsClass" else key: value for key, value in row.items()}
         for row in old["sxids"]  # type: ignore[attr-defined]
     ]
-    with caplog.at_level(logging.WARNING, logger="dsx.health.xid"):
+    with caplog.at_level(logging.WARNING, logger="dsx.health.parsing.xid"):
         catalog = xid.catalog_from_dict(old, workbook, source="old.yaml")
     assert catalog == xid.default_catalog()
     warned = [r.getMessage().split(": ")[1] for r in caplog.records]

@@ -103,7 +103,7 @@ def _calibration(path: Path, _out: Path) -> object:
 
 def _smi(path: Path, _out: Path) -> object:
     from dsx import serialization
-    from dsx.health import gpu_reports
+    from dsx.health.parsing import gpu_reports
 
     text = serialization.read_text(path)
     gpu_reports.parse_query_csv(text)
@@ -112,7 +112,7 @@ def _smi(path: Path, _out: Path) -> object:
 
 def _dcgm(path: Path, _out: Path) -> object:
     from dsx import serialization
-    from dsx.health import dcgm_diag
+    from dsx.health.parsing import dcgm_diag
 
     return dcgm_diag.parse_diag(serialization.read_text(path), source=str(path)).findings()
 

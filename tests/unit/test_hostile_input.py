@@ -28,8 +28,8 @@ from dsx.bundles.options import Deployer
 from dsx.certify import calibration
 from dsx.cli import output
 from dsx.errors import BadInputError, CatalogError, DsxError
-from dsx.health import analyzer, policy
-from dsx.health.monitors import kube_objects
+from dsx.health.decisions import analyzer, policy
+from dsx.health.parsing import kube_objects
 from dsx.model import certify_catalog as certify_catalog
 from dsx.model.recipe import Recipe
 from dsx.model.snapshot import Snapshot

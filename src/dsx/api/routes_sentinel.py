@@ -4,7 +4,7 @@ Always registered, so the OpenAPI document is complete; without a store (`dsx se
 each route answers 404 naming the flag. Reads and writes go
 to the same event store a `dsx sentinel run` uses, so a portal can show node states and an
 external monitor can post events without reaching the sentinel process itself. Posted events
-are validated by `dsx.health.ingest` (all-or-nothing) and deduplicated by idempotency key; a
+are validated by `dsx.health.parsing.ingest` (all-or-nothing) and deduplicated by idempotency key; a
 body with the old snake_case keys is accepted with `Deprecation` and `Warning` headers.
 """
 
@@ -20,9 +20,10 @@ from fastapi.responses import Response
 
 from dsx.api import schemas, wire
 from dsx.errors import NotFoundError
-from dsx.health import breaker, ingest, pipeline_status
-from dsx.health import policy as policy_module
-from dsx.health.eventstore import EventStore
+from dsx.health.decisions import breaker, pipeline_status
+from dsx.health.decisions import policy as policy_module
+from dsx.health.decisions.eventstore import EventStore
+from dsx.health.parsing import ingest
 from dsx.store import open_store
 
 if TYPE_CHECKING:

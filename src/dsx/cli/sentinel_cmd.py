@@ -31,7 +31,7 @@ from dsx.cli.sentinel_report_cmd import report
 from dsx.settings import folders
 
 if TYPE_CHECKING:
-    from dsx.health.eventstore import EventStore, StageRecord
+    from dsx.health.decisions.eventstore import EventStore, StageRecord
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -357,7 +357,7 @@ def run(
     from dsx.controllers import sentinel as runtime
     from dsx.controllers import sentinel_wiring
     from dsx.errors import BadInputError
-    from dsx.health import policy as policy_module
+    from dsx.health.decisions import policy as policy_module
 
     if sim_name and kubeconfig:
         raise BadInputError("sentinel run: give --sim NAME or --kubeconfig FILE, not both")
@@ -395,7 +395,7 @@ def run(
         "serving", extra={"url": f"http://{host}:{sentinel_runtime.http.port}", "port": sentinel_runtime.http.port}
     )
     interrupts.wait_for_stop(sentinel_runtime.finished)
-    if sentinel_runtime.refusal is not None:  # another sentinel acts on the store (dsx.health.actor)
+    if sentinel_runtime.refusal is not None:  # another sentinel acts on the store (dsx.health.decisions.actor)
         try:
             entry.report(sentinel_runtime.refusal)  # the one-line error every command prints
         except SystemExit:
@@ -542,8 +542,8 @@ REPLAY_DATA_KEYS = frozenset({"labels", "final_states", "dispositions"})
 )
 def status(store_url: str | None, fmt: str, output: str | None) -> None:
     """Each node that left service: its state, why, and its history; breaker, validation requests, dead letters."""
-    from dsx.health import breaker, pipeline_status
-    from dsx.health import policy as policy_module
+    from dsx.health.decisions import breaker, pipeline_status
+    from dsx.health.decisions import policy as policy_module
 
     store = _store(store_url)
     try:
@@ -565,8 +565,8 @@ def retry(store_url: str | None, stage: str | None, sequence: int | None) -> Non
 
     A running sentinel picks them up within a lease renewal (20 s by default).
     """
-    from dsx.health import dead_letters
-    from dsx.health.policy import PIPELINE
+    from dsx.health.decisions import dead_letters
+    from dsx.health.decisions.policy import PIPELINE
 
     store = _store(store_url)
     try:
@@ -610,7 +610,7 @@ def replay(
     output: str | None,
 ) -> None:
     """What POLICY would have quarantined, drained and remediated for the stored events."""
-    from dsx.health import policy as policy_module
+    from dsx.health.decisions import policy as policy_module
     from dsx.testing import replay as replaying
 
     chosen = policy_module.load(policy_file)
@@ -660,8 +660,8 @@ def breaker_group() -> None:
 @cli_output.format_options
 def breaker_status(store_url: str | None, fmt: str, output: str | None) -> None:
     """State, window and why it tripped."""
-    from dsx.health import breaker
-    from dsx.health import policy as policy_module
+    from dsx.health.decisions import breaker
+    from dsx.health.decisions import policy as policy_module
 
     store = _store(store_url)
     try:
@@ -675,8 +675,8 @@ def breaker_status(store_url: str | None, fmt: str, output: str | None) -> None:
 @store_option
 def breaker_reset(store_url: str | None) -> None:
     """Close a tripped breaker; events refused while it was open are not replayed."""
-    from dsx.health import breaker
-    from dsx.health import policy as policy_module
+    from dsx.health.decisions import breaker
+    from dsx.health.decisions import policy as policy_module
 
     store = _store(store_url)
     try:
@@ -725,9 +725,9 @@ def request_validation(
     """Queue validation requests; a running sentinel certifies at most M nodes at once."""
     from dsx import serialization
     from dsx.errors import BadInputError
-    from dsx.health import nodes as node_facts
-    from dsx.health import policy as policy_module
-    from dsx.health import validation_requests as requests
+    from dsx.health.decisions import nodes as node_facts
+    from dsx.health.decisions import policy as policy_module
+    from dsx.health.decisions import validation_requests as requests
 
     if bool(node_names) == bool(drift_file):
         raise BadInputError("request-validation: give --node NAME (repeatable) or --drift REPORT, not both")

@@ -30,7 +30,7 @@ from dsx.cli import output as cli_output
 def parse(file: str, driver_version: str | None, fmt: str, output: str | None) -> None:
     """Classify the NVRM Xid, SXid and lost-GPU lines of a kernel log (FILE or - for stdin)."""
     from dsx import serialization
-    from dsx.health import xid
+    from dsx.health.parsing import xid
     from dsx.model import schema
 
     driver = xid.parse_driver_version(driver_version, "configuration", "--driver-version") if driver_version else None

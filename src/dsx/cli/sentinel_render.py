@@ -77,7 +77,7 @@ _REPAIR_LETTERS = {"quarantine": "q", "drain": "d", "remediation": "r", "recerti
 
 
 def _repair(node: dict[str, Any]) -> str:
-    """`q 2s d 1m r 10m c 4m Σ 15m`: the latest incident's seconds per stage (dsx.health.repair_timing)."""
+    """`q 2s d 1m r 10m c 4m Σ 15m`: the latest incident's seconds per stage (dsx.health.decisions.repair_timing)."""
     spans = node.get("repairSeconds") or {}
     return " ".join(f"{_REPAIR_LETTERS[k]} {_duration(v)}" for k, v in spans.items() if k in _REPAIR_LETTERS) or "-"
 

@@ -1,9 +1,9 @@
 """`dsx sentinel report smi|dcgm FILE`: what an nvidia-smi or dcgmi diag report says, as data.
 
-The readers the report monitors use (`dsx.health.gpu_reports`, `dsx.health.dcgm_diag`), so a
+The readers the report monitors use (`dsx.health.parsing.gpu_reports`, `dsx.health.parsing.dcgm_diag`), so a
 support bundle's report, a pasted one or one from a node without NVML access can be checked by
 hand, and, with `--node`, turned into the HealthEvents the sentinel would store
-(`dsx.health.monitors.reports`; post them with any HTTP client to `/v1/events`).
+(`dsx.health.parsing.reports`; post them with any HTTP client to `/v1/events`).
 
 `smi` reads `nvidia-smi -q` text and `-q -x` XML, whole or fragments; per GPU its counters and the
 verdicts: throttled, uncorrectable ECC, row remap pending or failed, retired pages pending, and
@@ -41,8 +41,7 @@ def report() -> None:
 def smi(file: str, node_name: str | None, fmt: str, output: str | None) -> None:
     """Read `nvidia-smi -q` text or `-q -x` XML: per GPU counters and verdicts, then the findings."""
     from dsx import serialization
-    from dsx.health import gpu_reports
-    from dsx.health.monitors import reports
+    from dsx.health.parsing import gpu_reports, reports
 
     parsed = gpu_reports.parse_smi(serialization.read_text(file), source=file)
     document = {
@@ -60,8 +59,7 @@ def smi(file: str, node_name: str | None, fmt: str, output: str | None) -> None:
 def dcgm(file: str, node_name: str | None, fmt: str, output: str | None) -> None:
     """Read `dcgmi diag` output (table or -j JSON): per test and GPU pass, fail, warn or skip."""
     from dsx import serialization
-    from dsx.health import dcgm_diag
-    from dsx.health.monitors import reports
+    from dsx.health.parsing import dcgm_diag, reports
 
     parsed = dcgm_diag.parse_diag(serialization.read_text(file), source=file)
     _emit(parsed.to_dict(), parsed.findings(), reports.DIAG_AGENT, node_name, file, fmt, output)
@@ -104,7 +102,7 @@ def _emit(
     output: str | None,
 ) -> None:
     """The report, its findings and (for a node) their events; exit 1 when a finding is fatal."""
-    from dsx.health.monitors import reports
+    from dsx.health.parsing import reports
     from dsx.model import schema
 
     document = {**document, "findings": [f.to_dict() for f in findings]}

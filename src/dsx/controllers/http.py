@@ -13,7 +13,7 @@ needs a bearer token from the token file.
     GET  /v1/status    node states, breaker, cursors (bearer token)
     POST /v1/events    one HealthEvent, a list, or {"events": [...]} (bearer token); 202 with sequences
 
-A body is parsed here (`dsx.health.ingest`, the one parser of every ingestion door) so the answer
+A body is parsed here (`dsx.health.parsing.ingest`, the one parser of every ingestion door) so the answer
 to a sender of old snake_case keys carries the same `Deprecation` and `Warning` headers the
 API's `POST /v1/sentinel/events` sends.
 """
@@ -32,7 +32,7 @@ from typing import Any
 from dsx import serialization
 from dsx.api import security, server
 from dsx.errors import DsxError, ForbiddenError, PayloadTooLargeError
-from dsx.health import ingest
+from dsx.health.parsing import ingest
 from dsx.model.health import HealthEvent
 
 log = logging.getLogger("dsx.sentinel.http")

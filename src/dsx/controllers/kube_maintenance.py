@@ -1,4 +1,4 @@
-"""`dsx.health.ports.MaintenanceRequests` over `dsx.kube.client.KubeClient`.
+"""`dsx.health.decisions.ports.MaintenanceRequests` over `dsx.kube.client.KubeClient`.
 
 Finalizers are a merge patch carrying the resourceVersion read, so a request changed in between
 answers 409 (ConflictError) instead of losing a finalizer another controller added; status
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dsx.health.maintenance import API_VERSION, KIND, PLURAL
+from dsx.health.decisions.maintenance import API_VERSION, KIND, PLURAL
 from dsx.kube.client import KubeClient
 
 
@@ -33,7 +33,7 @@ class KubeMaintenanceRequests:
 
 
 if TYPE_CHECKING:  # held to the port by mypy
-    from dsx.health.ports import MaintenanceRequests
+    from dsx.health.decisions.ports import MaintenanceRequests
 
     def _implements(requests: KubeMaintenanceRequests) -> MaintenanceRequests:
         return requests

@@ -1,4 +1,4 @@
-"""`dsx.health.ports.NodeOps` over `dsx.kube.client.KubeClient`.
+"""`dsx.health.decisions.ports.NodeOps` over `dsx.kube.client.KubeClient`.
 
 One change to a node is one merge patch guarded by the node's resourceVersion (taints are a
 list, so they are computed from the node just read); a 409 means someone wrote in between and
@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsx import errors, retry
-from dsx.health import nodes
-from dsx.health.ports import ChangeFor, EvictionOutcome, NodeChange
+from dsx.health.decisions import nodes
+from dsx.health.decisions.ports import ChangeFor, EvictionOutcome, NodeChange
 from dsx.kube.client import EvictionOutcome as KubeEviction
 from dsx.kube.client import KubeClient
 

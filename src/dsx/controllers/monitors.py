@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Protocol
 
 from dsx import errors, httpclient
-from dsx.health import ingest, xid
-from dsx.health.eventstore import EventStore
-from dsx.health.monitors import kube_objects
-from dsx.health.monitors.source import HealthSource
+from dsx.health.decisions.eventstore import EventStore
+from dsx.health.parsing import ingest, kube_objects, xid
+from dsx.health.pipeline.source import HealthSource
 from dsx.host.kernel_log import AGENT, FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.kube import incluster
 from dsx.kube.client import KubeClient

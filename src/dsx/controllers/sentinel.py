@@ -13,7 +13,7 @@ in as `SentinelParts`. One process runs:
   something they wait for happens (an append in this process, an acknowledgement upstream, a
   NOTIFY from PostgreSQL, or a poll for other writers);
 - the **validation runner** (at most M certifications at once) and the joining-node watch;
-- **maintenance requests** (`dsx.health.maintenance`): cordon and drain before a request's start,
+- **maintenance requests** (`dsx.health.decisions.maintenance`): cordon and drain before a request's start,
   hand the node back when it is deleted;
 - **fleet accounting** every few seconds: stage lag, breaker state, nodes per state, GPU-hours
   per state and the goodput ratio;
@@ -49,8 +49,8 @@ from typing import Any
 from dsx import errors, retry, settings
 from dsx.api import security
 from dsx.controllers import http, kube_maintenance, kube_nodes, loops, monitors, telemetry
-from dsx.health import actor as actor_claim
-from dsx.health import (
+from dsx.health.decisions import actor as actor_claim
+from dsx.health.decisions import (
     analyzer,
     breaker,
     drain,
@@ -60,15 +60,15 @@ from dsx.health import (
     quarantine,
     recertify,
     remediation,
-    stages,
     validation_requests,
-    xid,
 )
-from dsx.health.eventstore import EventStore
-from dsx.health.monitors import kube_objects, node_events
-from dsx.health.monitors import source as monitor_source
-from dsx.health.policy import PIPELINE, KernelLogSource, SentinelPolicy, Stage
-from dsx.health.ports import Recertifier, RemediationProvider
+from dsx.health.decisions.eventstore import EventStore
+from dsx.health.decisions.policy import PIPELINE, KernelLogSource, SentinelPolicy, Stage
+from dsx.health.decisions.ports import Recertifier, RemediationProvider
+from dsx.health.decisions.stage import StageHandler
+from dsx.health.parsing import kube_objects, node_events, xid
+from dsx.health.pipeline import analyzer_stage, stages, validations
+from dsx.health.pipeline import source as monitor_source
 from dsx.host.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.kube import leader
 from dsx.kube.client import KubeClient
@@ -82,7 +82,7 @@ log = logging.getLogger("dsx.sentinel")
 
 DEFAULT_PORT = settings.SENTINEL_PORT
 CLAIM_RETRY_SECONDS = 30.0
-"""How long a start retries a store write conflict while claiming the store (dsx.health.actor)."""
+"""How long a start retries a store write conflict while claiming the store (dsx.health.decisions.actor)."""
 
 
 def _process_gone(holder: actor_claim.Actor) -> bool:
@@ -193,7 +193,7 @@ class SentinelRuntime:
         self.runners: list[stages.StageRunner] = []
         self.quarantine_runner: stages.StageRunner | None = None
         self.quarantine: quarantine.QuarantineHandler | None = None
-        self.validations: validation_requests.ValidationRunner | None = None
+        self.validations: validations.ValidationRunner | None = None
         self.joining: validation_requests.JoiningNodes | None = None
         self.maintenance: maintenance.MaintenanceController | None = None
         self.kernel_monitors: list[KernelLogMonitor] = []
@@ -204,7 +204,7 @@ class SentinelRuntime:
         self._leases_client: KubeClient | None = None
         self.leadership_lost = threading.Event()
         self.refusal: errors.ConflictError | None = None
-        """Why this sentinel may not act: another acts on its store (dsx.health.actor)."""
+        """Why this sentinel may not act: another acts on its store (dsx.health.decisions.actor)."""
         host = socket.gethostname()
         election = options.election
         self.actor = actor_claim.Actor(
@@ -252,7 +252,7 @@ class SentinelRuntime:
             node_view=self.viewed_node if kube_nodes.slim_view_serves(rules) else None,
         )
         drain_store, remediation_store, recertify_store = self._open_store(), self._open_store(), self._open_store()
-        handlers: list[stages.StageHandler] = [
+        handlers: list[StageHandler] = [
             self.quarantine,
             drain.DrainHandler(drain_store, self.nodes, policy, self.telemetry),
             remediation.RemediationHandler(remediation_store, self.nodes, policy, self.parts.provider, self.telemetry),
@@ -273,7 +273,7 @@ class SentinelRuntime:
         ]
         self.quarantine_runner = next(r for r in self.runners if r.name == Stage.QUARANTINE.value)
         if self.parts.recertifier is not None:
-            self.validations = validation_requests.ValidationRunner(
+            self.validations = validations.ValidationRunner(
                 self._open_store(), self.nodes, policy, self.parts.recertifier, self.telemetry
             )
         if policy.switch(Stage.VALIDATION).enabled:
@@ -468,7 +468,9 @@ class SentinelRuntime:
             rules = (
                 analyzer.load_rules(self.policy.analyzer_rules) if self.policy.analyzer_rules else analyzer.load_rules()
             )
-            correlate = analyzer.AnalyzerStage(self._open_store(), analyzer.Analyzer(rules), owner=self.options.owner)
+            correlate = analyzer_stage.AnalyzerStage(
+                self._open_store(), analyzer.Analyzer(rules), owner=self.options.owner
+            )
             correlate.warm()
             self._spawn("analyzer", self._poll_loop(correlate.step, 0.2, name="analyzer"))
         if self.validations is not None or self.joining is not None:
@@ -621,7 +623,7 @@ class SentinelRuntime:
                 self.loops.ok("node watch")
 
     def _watch_node_events(self) -> None:
-        """Events on Nodes, newer than this start, into the store by rule (dsx.health.monitors.node_events)."""
+        """Events on Nodes, newer than this start, into the store by rule (dsx.health.parsing.node_events)."""
         monitor = self.event_monitor
         assert monitor is not None
         watch = self.client.watch_events(self.policy.monitors.node_events_namespace, involved_kind="Node")
@@ -789,5 +791,5 @@ class SentinelRuntime:
 
 
 def status_document(store: EventStore, gate: breaker.CircuitBreaker | None) -> dict[str, Any]:
-    """The pipeline status document (`dsx.health.pipeline_status.document`), for callers of the runtime."""
+    """The pipeline status document (`dsx.health.decisions.pipeline_status.document`), for callers of the runtime."""
     return pipeline_status.document(store, gate, now=datetime.now(UTC))

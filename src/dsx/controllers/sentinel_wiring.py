@@ -26,9 +26,9 @@ from dsx import errors, remediators
 from dsx.controllers import kube_nodes
 from dsx.controllers.sentinel import SentinelOptions, SentinelParts, SentinelRuntime
 from dsx.executors import recertify as recertifiers
-from dsx.health import recertify
-from dsx.health.policy import KernelLogSource, ProviderKind, ProviderSettings, SentinelPolicy, Stage
-from dsx.health.ports import NodeOps, Recertifier, RemediationProvider
+from dsx.health.decisions import recertify
+from dsx.health.decisions.policy import KernelLogSource, ProviderKind, ProviderSettings, SentinelPolicy, Stage
+from dsx.health.decisions.ports import NodeOps, Recertifier, RemediationProvider
 from dsx.kube import incluster
 from dsx.kube.client import KubeClient
 

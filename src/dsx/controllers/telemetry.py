@@ -1,6 +1,6 @@
 """What the sentinel tells operators: Prometheus metrics (its log lines are `dsx.logs`).
 
-`SentinelTelemetry` is the `dsx.health.ports.Observer` of the live pipeline. Metric names
+`SentinelTelemetry` is the `dsx.health.decisions.ports.Observer` of the live pipeline. Metric names
 (all prefixed `dsx_sentinel_`) are listed in docs/sentinel.md with the alerts that use them; they
 follow Prometheus naming (base units such as seconds, `_total` on counters), which
 tests/unit/health/pipeline/test_metric_names.py holds:
@@ -14,9 +14,10 @@ tests/unit/health/pipeline/test_metric_names.py holds:
 - `stage_history_lost{stage}`            1 when a stage's cursor is past the newest event (history lost)
 - `fault_to_cordon_seconds`              histogram: monitor saw the fault → node cordoned
 - `repair_stage_seconds{stage}`          histogram per repair stage of a node back in service (quarantine,
-                                          drain, remediation, recertify, total: dsx.health.repair_timing)
+                                          drain, remediation, recertify, total: dsx.health.decisions.repair_timing)
 - `nodes{state}`                         nodes per pipeline state
-- `gpu_seconds_total{bucket}`            GPU capacity integrated over time per bucket, GPU-seconds (dsx.health.goodput)
+- `gpu_seconds_total{bucket}`            GPU capacity integrated over time per bucket, GPU-seconds
+                                          (dsx.health.decisions.goodput)
 - `fleet_goodput_ratio`                  in-service GPUs / all GPUs
 - `loop_errors_total{loop}`              exceptions a background loop caught (logged, retried)
 - `loop_failing{loop}`                   1 while a loop's last round failed (also shown by /readyz)
@@ -32,8 +33,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from dsx.health import goodput
-from dsx.health.pipeline_status import ConsumerLag
+from dsx.health.decisions import goodput
+from dsx.health.decisions.pipeline_status import ConsumerLag
 from dsx.model.health import NodeState
 
 SECONDS_PER_HOUR = 3600.0

@@ -24,7 +24,7 @@ from dsx.demo import install, journal
 if TYPE_CHECKING:
     from dsx.controllers.sentinel import SentinelRuntime
     from dsx.demo.lifecycle import Demo
-    from dsx.health.eventstore import EventStore, NodeTransition
+    from dsx.health.decisions.eventstore import EventStore, NodeTransition
     from dsx.model.health import NodeState
 
 SENTINEL_DIR = "sentinel"
@@ -129,7 +129,7 @@ class Steps:
         from dsx import logs
         from dsx.controllers import sentinel as runtime_module
         from dsx.controllers import sentinel_wiring
-        from dsx.health import policy as policy_module
+        from dsx.health.decisions import policy as policy_module
         from dsx.kube import leader
         from dsx.store import open_store
 
@@ -268,7 +268,7 @@ class Steps:
         return self.demo.kube.get_node(self.node)
 
     def _quarantined(self) -> str:
-        from dsx.health import nodes as health_nodes
+        from dsx.health.decisions import nodes as health_nodes
         from dsx.model.health import NodeState
 
         seconds = self._wait_for(NodeState.QUARANTINED, QUARANTINE_TIMEOUT_SECONDS)
@@ -370,7 +370,7 @@ class Steps:
         )
 
     def _uncordoned(self) -> str:
-        from dsx.health import nodes as health_nodes
+        from dsx.health.decisions import nodes as health_nodes
 
         node = self._node()
         marks = [t["key"] for t in health_nodes.taints(node) if str(t.get("key", "")).startswith(health_nodes.PREFIX)]

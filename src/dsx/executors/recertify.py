@@ -1,7 +1,7 @@
 """The re-certification gate's `Recertifier`s: the certify engine on a real node or on local processes.
 
-`dsx.health.recertify` decides when a node is re-certified and what the verdict does; these run
-the certification itself (the port is `dsx.health.ports.Recertifier`), and the sentinel's
+`dsx.health.decisions.recertify` decides when a node is re-certified and what the verdict does; these run
+the certification itself (the port is `dsx.health.decisions.ports.Recertifier`), and the sentinel's
 composition root (`dsx.controllers.sentinel_wiring`) picks one:
 
 - `ClusterRecertifier` — a real cluster: the Kubernetes executor runs the categories *on the
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from dsx import serialization
 from dsx.errors import BadInputError
-from dsx.health.policy import CertificationSettings
-from dsx.health.ports import RecertificationRequest, RecertificationResult
+from dsx.health.decisions.policy import CertificationSettings
+from dsx.health.decisions.ports import RecertificationRequest, RecertificationResult
 from dsx.model import certification as model
 
 if TYPE_CHECKING:

@@ -1,8 +1,16 @@
 """Operate: turn health observations into decisions (detect, analyse, quarantine, drain, remediate).
 
-Domain code: no processes, sockets, devices or client libraries (import-linter holds it to that).
-It defines the ports it needs (`eventstore.EventStore`, `ports.NodeOps`, `ports.RemediationProvider`,
-`ports.Recertifier`, the monitors' `HealthSource`); the adapters implement them (`dsx.store`,
-`dsx.controllers.kube_nodes`, `dsx.remediators`, `dsx.executors`, `dsx.host`) and their fakes
-live in `dsx.testing`.
+Three parts, layered (import-linter's `health-parts` contract holds the order):
+- `pipeline`: the runtime that feeds the decisions from the event store (stage runners and
+  their thread pools, the analyzer's consumer loop, the validation runner, a source's pump);
+- `decisions`: what each stage decides and does through ports (policy, breaker, quarantine,
+  drain, remediation, re-certification, maintenance, validation requests, the store port);
+- `parsing`: outside text and objects into health events (Xid lines, GPU reports, DCGM, the
+  ingest body, node policies, Node Problem Detector events).
+
+Domain code: no processes, sockets, devices or client libraries. It defines the ports it needs
+(`decisions.eventstore.EventStore`, `decisions.ports.NodeOps`, `decisions.ports.RemediationProvider`,
+`decisions.ports.Recertifier`, `pipeline.source.HealthSource`); the adapters implement them
+(`dsx.store`, `dsx.controllers.kube_nodes`, `dsx.remediators`, `dsx.executors`, `dsx.host`) and their
+fakes live in `dsx.testing`.
 """

@@ -30,7 +30,7 @@ Hostile or odd input never costs a fault on the same node or another one:
   80 KB garbage lines takes a bounded share of the one thread that serves every node (the
   sentinel polls its monitors round-robin, `behind` says a source has more to read).
 
-Parsing and verdicts come from `dsx.health.xid` (the catalog kept as data). One
+Parsing and verdicts come from `dsx.health.parsing.xid` (the catalog kept as data). One
 `xid.KernelLogReader` per monitor joins the multi-line "fallen off the bus" message and takes the
 driver version (which IntrInfo layout NVLink5 Xids use) from the NVRM banner, else from the
 version the monitor was given (configuration, else the node's labels). Its state (an open
@@ -59,7 +59,7 @@ from typing import IO, Any, BinaryIO, Protocol
 
 from dsx import atomic
 from dsx.errors import BadInputError, UnavailableError
-from dsx.health import ingest, xid
+from dsx.health.parsing import ingest, xid
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, ProcessingStrategy, bounded_message
 
 log = logging.getLogger("dsx.sentinel.monitor")

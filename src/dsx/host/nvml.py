@@ -29,7 +29,7 @@ from typing import Any
 import pynvml
 
 from dsx.errors import UnavailableError
-from dsx.health import xid
+from dsx.health.parsing import xid
 from dsx.model.health import (
     ComponentClass,
     Entity,

@@ -41,7 +41,7 @@ from dsx.model import lazy, schema
 
 SCHEMA_VERSION = 1
 
-# What one event may carry, checked where events come in (dsx.health.ingest): the store, the
+# What one event may carry, checked where events come in (dsx.health.parsing.ingest): the store, the
 # sentinel's log lines, Kubernetes annotations and reports carry these strings on.
 MAX_NODE_NAME_CHARS = 253
 """A Kubernetes node name: a DNS-1123 subdomain."""

@@ -1,7 +1,7 @@
 """Remediation providers that act outside the process: a script per request, or a webhook.
 
-They implement `dsx.health.ports.RemediationProvider`; the remediation stage
-(`dsx.health.remediation`) decides when to call one, and the sentinel's composition root
+They implement `dsx.health.decisions.ports.RemediationProvider`; the remediation stage
+(`dsx.health.decisions.remediation`) decides when to call one, and the sentinel's composition root
 (`dsx.controllers.sentinel_wiring`) builds the one the policy names:
 
 - `ScriptProvider` — bare metal: runs an argument list (never a shell string), placeholders
@@ -19,9 +19,9 @@ from pathlib import Path
 
 from dsx import httpclient
 from dsx.errors import BadInputError
-from dsx.health.policy import ProviderKind, ProviderSettings
-from dsx.health.ports import RemediationKind, RemediationProvider, RemediationRequest, RemediationResult
-from dsx.health.remediation import ALL_KINDS, NoProvider
+from dsx.health.decisions.policy import ProviderKind, ProviderSettings
+from dsx.health.decisions.ports import RemediationKind, RemediationProvider, RemediationRequest, RemediationResult
+from dsx.health.decisions.remediation import ALL_KINDS, NoProvider
 
 
 class ScriptProvider:

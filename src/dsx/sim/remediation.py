@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 
 from dsx import retry
-from dsx.health import nodes
-from dsx.health.ports import NodeChange, NodeOps, RemediationKind, RemediationRequest, RemediationResult
+from dsx.health.decisions import nodes
+from dsx.health.decisions.ports import NodeChange, NodeOps, RemediationKind, RemediationRequest, RemediationResult
 
 NOT_READY_ANNOTATION = "sim.dsx.run/not-ready"
 """The annotation the simulator's node-not-ready stage reacts to (`dsx sim inject --fault not-ready`)."""

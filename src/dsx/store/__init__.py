@@ -1,6 +1,6 @@
 """Event store adapters: the only package that talks to SQLite or PostgreSQL.
 
-`open_store(url)` picks the implementation of `dsx.health.eventstore.EventStore` from a URL:
+`open_store(url)` picks the implementation of `dsx.health.decisions.eventstore.EventStore` from a URL:
 
 - `sqlite:///relative/path.db`, `sqlite:////absolute/path.db` — embedded default (WAL);
 - `postgresql://user@host:port/dbname` (or `postgres://…`) — shared server, LISTEN/NOTIFY wake-ups;
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from dsx.errors import BadInputError
-from dsx.health.eventstore import EventStore
+from dsx.health.decisions.eventstore import EventStore
 
 SCHEMES = ("sqlite:///PATH", "postgresql://...", "memory:")
 

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dsx.health.eventstore import Appended, EventStore
+from dsx.health.decisions.eventstore import Appended, EventStore
 from dsx.model.health import HealthEvent
 
 MAX_EVENTS_PER_ROUND = 2000

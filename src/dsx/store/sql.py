@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from dsx.errors import BadInputError, ConflictError, DsxError, InternalError, NotFoundError
-from dsx.health import eventstore
-from dsx.health.eventstore import (
+from dsx.health.decisions import eventstore
+from dsx.health.decisions.eventstore import (
     Appended,
     NodeStatus,
     NodeTransition,

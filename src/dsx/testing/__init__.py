@@ -1,7 +1,7 @@
 """Fakes for the ports, in one public place: tests, benchmarks and `dsx sentinel replay` use them.
 
-- `inmemory.InMemoryEventStore` — the event store (`dsx.health.eventstore.EventStore`);
-- `inmemory_nodes.InMemoryNodeOps` — node operations (`dsx.health.ports.NodeOps`);
+- `inmemory.InMemoryEventStore` — the event store (`dsx.health.decisions.eventstore.EventStore`);
+- `inmemory_nodes.InMemoryNodeOps` — node operations (`dsx.health.decisions.ports.NodeOps`);
 - `fake_nvml` — an NVML library for `dsx.host.nvml`, with scripted GPUs and faults;
 - `fake_executor.FakeExecutor` / `FakeJobLauncher` — the certify executor and Job launcher;
 - `simulated_fabric.SimulatedFabric` — the isolation prober over a fault model;

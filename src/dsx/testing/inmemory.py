@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from dsx.errors import BadInputError, ConflictError, NotFoundError
-from dsx.health import eventstore
-from dsx.health.eventstore import (
+from dsx.health.decisions import eventstore
+from dsx.health.decisions.eventstore import (
     Appended,
     BreakerChange,
     NodeStatus,

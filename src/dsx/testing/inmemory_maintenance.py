@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsx.errors import ConflictError, NotFoundError
-from dsx.health.maintenance import API_VERSION, KIND
+from dsx.health.decisions.maintenance import API_VERSION, KIND
 
 
 class InMemoryMaintenanceRequests:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsx.errors import NotFoundError
-from dsx.health import nodes
-from dsx.health.ports import ChangeFor, EvictionOutcome, NodeChange
+from dsx.health.decisions import nodes
+from dsx.health.decisions.ports import ChangeFor, EvictionOutcome, NodeChange
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dsx.health import analyzer, breaker, drain, nodes, quarantine, recertify, remediation, stages
-from dsx.health.eventstore import StoredEvent
-from dsx.health.policy import PIPELINE, ProviderKind, SentinelPolicy, Stage
-from dsx.health.ports import (
+from dsx.health.decisions import analyzer, breaker, drain, nodes, quarantine, recertify, remediation, stage
+from dsx.health.decisions.eventstore import StoredEvent
+from dsx.health.decisions.policy import PIPELINE, ProviderKind, SentinelPolicy, Stage
+from dsx.health.decisions.ports import (
     RecertificationRequest,
     RecertificationResult,
     RemediationKind,
@@ -35,7 +35,8 @@ from dsx.health.ports import (
     RemediationResult,
     SilentObserver,
 )
-from dsx.health.validation_requests import ValidationRunner
+from dsx.health.pipeline import analyzer_stage, stages
+from dsx.health.pipeline.validations import ValidationRunner
 from dsx.model.health import NodeState
 from dsx.ratelimit import TokenBucket
 from dsx.testing.inmemory import InMemoryEventStore
@@ -142,7 +143,7 @@ def replay(
     fleet_size = len(cluster.list_nodes(dict(policy.gpu_node_selector)))
     gate = breaker.CircuitBreaker(store, policy.breaker, lambda: fleet_size, name="replay")
     unlimited = TokenBucket(1e12, 10**9)
-    handlers: list[stages.StageHandler] = [
+    handlers: list[stage.StageHandler] = [
         quarantine.QuarantineHandler(store, cluster, policy, gate, observer, clock=clock),
         drain.DrainHandler(store, cluster, policy, observer, limiter=unlimited, clock=clock),
         remediation.RemediationHandler(store, cluster, policy, provider, observer, clock=clock),
@@ -152,7 +153,7 @@ def replay(
         stages.StageRunner(store, h, owner="replay", workers=0, dead_letter=policy.dead_letter) for h in handlers
     ]
     rules = analyzer.load_rules(policy.analyzer_rules) if policy.analyzer_rules else analyzer.load_rules()
-    correlate = analyzer.AnalyzerStage(store, analyzer.Analyzer(rules), owner="replay", clock=clock)
+    correlate = analyzer_stage.AnalyzerStage(store, analyzer.Analyzer(rules), owner="replay", clock=clock)
     validations = ValidationRunner(store, cluster, policy, certifier, observer, workers=0)
     for stored in ordered:
         clock.now = stored.stored_at.timestamp()

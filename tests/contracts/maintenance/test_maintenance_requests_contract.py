@@ -1,4 +1,5 @@
-"""Contract: `MaintenanceRequests` (dsx.health.ports) — the fake and the Kubernetes adapter answer the same cases.
+"""Contract: `MaintenanceRequests` (dsx.health.decisions.ports): the fake and the Kubernetes adapter
+answer the same cases.
 
 `dsx.testing.inmemory_maintenance.InMemoryMaintenanceRequests` stands in for the apiserver in the
 maintenance controller's unit tests; `dsx.controllers.kube_maintenance.KubeMaintenanceRequests`
@@ -19,8 +20,8 @@ from typing import Any
 import pytest
 
 from dsx import errors, serialization
-from dsx.health.maintenance import API_VERSION, KIND
-from dsx.health.ports import MaintenanceRequests
+from dsx.health.decisions.maintenance import API_VERSION, KIND
+from dsx.health.decisions.ports import MaintenanceRequests
 from dsx.testing.inmemory_maintenance import InMemoryMaintenanceRequests
 
 CRD = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "dsx-sentinel" / "crds" / "maintenancerequests.yaml"

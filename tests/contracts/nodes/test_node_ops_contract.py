@@ -1,4 +1,4 @@
-"""Contract: `NodeOps` (dsx.health.ports) — the fake and the Kubernetes adapter answer the same cases.
+"""Contract: `NodeOps` (dsx.health.decisions.ports) — the fake and the Kubernetes adapter answer the same cases.
 
 `dsx.testing.inmemory_nodes.InMemoryNodeOps` stands in for a cluster in the pipeline's unit
 tests; `dsx.controllers.kube_nodes.KubeNodeOps` is the real thing, here against a real
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dsx import errors
-from dsx.health.ports import EvictionOutcome, NodeChange, NodeOps, Taint, TaintEffect
+from dsx.health.decisions.ports import EvictionOutcome, NodeChange, NodeOps, Taint, TaintEffect
 from dsx.testing.inmemory_nodes import InMemoryNodeOps
 
 OURS = "contract.dsx.run"

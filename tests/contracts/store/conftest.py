@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dsx.health.eventstore import EventStore
+from dsx.health.decisions.eventstore import EventStore
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, RecommendedAction
 from dsx.store import open_store
 from dsx.testing.inmemory import InMemoryEventStore

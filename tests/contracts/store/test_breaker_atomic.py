@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from dsx.health.breaker import BreakerState, CircuitBreaker
-from dsx.health.eventstore import EventStore
-from dsx.health.policy import BreakerSettings
+from dsx.health.decisions.breaker import BreakerState, CircuitBreaker
+from dsx.health.decisions.eventstore import EventStore
+from dsx.health.decisions.policy import BreakerSettings
 from dsx.store import open_store
 
 from .conftest import T0, Backend
@@ -72,8 +72,8 @@ _ADMIT_IN_A_PROCESS = """
 import sys, time
 from datetime import UTC, datetime
 from pathlib import Path
-from dsx.health.breaker import CircuitBreaker
-from dsx.health.policy import BreakerSettings
+from dsx.health.decisions.breaker import CircuitBreaker
+from dsx.health.decisions.policy import BreakerSettings
 from dsx.store import open_store
 
 url, folder, me, racers, percent = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])

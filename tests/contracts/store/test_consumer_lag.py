@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dsx.health import pipeline_status
-from dsx.health.eventstore import EventStore, StageOutcome
+from dsx.health.decisions import pipeline_status
+from dsx.health.decisions.eventstore import EventStore, StageOutcome
 from dsx.model.health import HealthEvent
 from dsx.store import open_store
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from dsx.errors import BadInputError, ConflictError, NotFoundError
-from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, ValidationStatus
+from dsx.health.decisions.eventstore import EventStore, StageOutcome, StageStatus, ValidationStatus
 from dsx.model.health import HealthEvent, NodeState
 from dsx.store import open_store
 

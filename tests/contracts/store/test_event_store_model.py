@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from dsx.health.eventstore import StageOutcome, StageStatus
+from dsx.health.decisions.eventstore import StageOutcome, StageStatus
 from dsx.store.sqlite import SqliteEventStore
 from dsx.testing.inmemory import InMemoryEventStore
 

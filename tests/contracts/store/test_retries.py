@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 
 from dsx.errors import DsxError, UnavailableError
-from dsx.health import analyzer, dead_letters, nodes, pipeline_status, stages
-from dsx.health.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent, ValidationStatus
-from dsx.health.policy import PIPELINE, DeadLetterSettings, Stage
-from dsx.health.validation_requests import ValidationKind, ValidationRunner, reason
+from dsx.health.decisions import analyzer, dead_letters, nodes, pipeline_status
+from dsx.health.decisions.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent, ValidationStatus
+from dsx.health.decisions.policy import PIPELINE, DeadLetterSettings, Stage
+from dsx.health.decisions.validation_requests import ValidationKind, reason
+from dsx.health.pipeline import analyzer_stage, stages
+from dsx.health.pipeline.validations import ValidationRunner
 from dsx.testing.inmemory import InMemoryEventStore
 from dsx.testing.inmemory_nodes import InMemoryNodeOps
 from unit.health.pipeline.builders import Clock as PipelineClock
@@ -81,12 +83,12 @@ def bursts(make_event: Callable[..., Any], count: int) -> list[Any]:
 def analyzed(store: EventStore) -> tuple[list[str], list[tuple[int, str]], int]:
     derived = sorted(s.event.idempotency_key for s in store.events() if s.event.agent == analyzer.AGENT)
     records = [(s.sequence, r.status.value) for s in store.events() for r in store.stage_records(s.sequence)]
-    return derived, records, store.cursor(analyzer.CONSUMER)
+    return derived, records, store.cursor(analyzer_stage.CONSUMER)
 
 
 def run_analyzer(store: EventStore, events: list[Any]) -> None:
     getattr(store, "_inner", store).append(events)  # the monitor's append is not under test
-    stage = analyzer.AnalyzerStage(store, analyzer.Analyzer(analyzer.load_rules()), owner="t")  # type: ignore[arg-type]
+    stage = analyzer_stage.AnalyzerStage(store, analyzer.Analyzer(analyzer.load_rules()), owner="t")  # type: ignore[arg-type]
     retried(stage.step)
 
 
@@ -235,7 +237,7 @@ def test_a_failed_start_or_finish_is_retried_without_certifying_again(backend: B
 
 
 def _hold() -> Any:
-    from dsx.health.ports import NodeChange, Taint
+    from dsx.health.decisions.ports import NodeChange, Taint
 
     return NodeChange(add_taints=(Taint(HELD),))
 

@@ -15,8 +15,8 @@ import pytest
 
 from dsx.cli.main import main
 from dsx.errors import BadInputError
-from dsx.health import policy
-from dsx.health.eventstore import StageStatus
+from dsx.health.decisions import policy
+from dsx.health.decisions.eventstore import StageStatus
 from dsx.store import open_store, sql
 
 from .conftest import Backend, make_event

@@ -25,8 +25,8 @@ from dsx import serialization
 from dsx.certify import engine
 from dsx.executors import kubernetes
 from dsx.executors import recertify as recertifiers
-from dsx.health import policy as policy_module
-from dsx.health.ports import RecertificationRequest
+from dsx.health.decisions import policy as policy_module
+from dsx.health.decisions.ports import RecertificationRequest
 from dsx.kube import certify_jobs
 from dsx.kube.client import KubeClient
 from dsx.kube.jobs import RunLauncher

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dsx.health import nodes
+from dsx.health.decisions import nodes
 from dsx.kube.client import KubeClient
 from dsx.model.health import NodeState
 from dsx.store import open_store

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dsx import serialization
-from dsx.health import nodes
-from dsx.health.quarantine import release_change
+from dsx.health.decisions import nodes
+from dsx.health.decisions.quarantine import release_change
 from dsx.kube.client import KubeClient
 
 SRC = Path(__file__).resolve().parents[3] / "src"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dsx.health import nodes, quarantine
+from dsx.health.decisions import nodes, quarantine
 from dsx.kube.client import KubeClient
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, RecommendedAction
 from dsx.store import open_store

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dsx import serialization
-from dsx.health import nodes
+from dsx.health.decisions import nodes
 from dsx.kube.client import KubeClient
 
 from .harness import SentinelProcess, gpu_fault_rule, policy_file, restore, wait_for

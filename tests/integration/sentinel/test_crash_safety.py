@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from dsx.health import nodes
+from dsx.health.decisions import nodes
 from dsx.kube.client import KubeClient
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState
 from dsx.store import open_store

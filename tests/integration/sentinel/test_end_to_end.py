@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from dsx.health import nodes
-from dsx.health.eventstore import ValidationStatus
+from dsx.health.decisions import nodes
+from dsx.health.decisions.eventstore import ValidationStatus
 from dsx.kube.client import KubeClient
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState
 from dsx.store import open_store

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from dsx.health import nodes, xid
+from dsx.health.decisions import nodes
+from dsx.health.parsing import xid
 from dsx.kube.client import KubeClient
 from dsx.model.health import NodeState
 from dsx.store import open_store

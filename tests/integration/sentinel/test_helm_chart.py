@@ -26,7 +26,7 @@ import pytest
 from dsx import serialization, settings
 from dsx.bundles import render
 from dsx.bundles.options import BundleOptions, Deployer
-from dsx.health import nodes
+from dsx.health.decisions import nodes
 from dsx.kube.client import KubeClient
 from dsx.model import criteria as criteria_model
 from dsx.recipes import resolve

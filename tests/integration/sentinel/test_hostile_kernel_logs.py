@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from dsx.health import nodes
+from dsx.health.decisions import nodes
 from dsx.kube.client import KubeClient
 from dsx.sim import faults
 

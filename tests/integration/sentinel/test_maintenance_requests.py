@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from dsx import errors, serialization
-from dsx.health import nodes
-from dsx.health.maintenance import API_VERSION, FINALIZER, KIND
+from dsx.health.decisions import nodes
+from dsx.health.decisions.maintenance import API_VERSION, FINALIZER, KIND
 from dsx.kube.client import KubeClient
 from dsx.sim.nodes import NODE_ANNOTATION
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dsx.health import actor
+from dsx.health.decisions import actor
 from dsx.store import open_store
 
 from .harness import SentinelProcess, gpu_fault_rule, policy_file, wait_for

@@ -23,9 +23,9 @@ from dsx.certify.executor import WorkloadRun
 from dsx.controllers.kube_nodes import KubeNodeOps
 from dsx.errors import ForbiddenError
 from dsx.executors import kubernetes
-from dsx.health import nodes
-from dsx.health import policy as policy_module
-from dsx.health.ports import EvictionOutcome, NodeChange, Taint
+from dsx.health.decisions import nodes
+from dsx.health.decisions import policy as policy_module
+from dsx.health.decisions.ports import EvictionOutcome, NodeChange, Taint
 from dsx.kube.client import KubeClient
 from dsx.kube.jobs import RunLauncher
 from dsx.kube.leader import ElectionSettings, LeaderElector

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 from dsx.executors import kubernetes
-from dsx.health import nodes
-from dsx.health.eventstore import ValidationStatus
+from dsx.health.decisions import nodes
+from dsx.health.decisions.eventstore import ValidationStatus
 from dsx.kube.client import KubeClient
 from dsx.model.health import NodeState
 from dsx.sim import pod_logs

@@ -3,7 +3,7 @@
     crash_worker.py monitor  STORE_URL LOG_PATH STATE_PATH   # kernel log → store
     crash_worker.py consumer STORE_URL EFFECTS_PATH OWNER     # store → an effect per event
 
-The consumer follows the stage protocol of dsx.health.eventstore: record intent (`begin`),
+The consumer follows the stage protocol of dsx.health.decisions.eventstore: record intent (`begin`),
 check whether the effect already happened (here: is the sequence in the effects file — the
 stand-in for "is the node already cordoned?"), do it if not, then `ack`. The effect is one
 append of "<sequence>\\n" to the effects file; the test asserts every event's effect is there
@@ -17,8 +17,8 @@ import sys
 import threading
 from pathlib import Path
 
-from dsx.health.eventstore import StageOutcome, StageStatus
-from dsx.health.monitors import source
+from dsx.health.decisions.eventstore import StageOutcome, StageStatus
+from dsx.health.pipeline import source
 from dsx.host import kernel_log
 from dsx.store import open_store
 

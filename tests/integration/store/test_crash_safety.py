@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dsx.health.eventstore import EventStore, StageStatus
+from dsx.health.decisions.eventstore import EventStore, StageStatus
 from dsx.store import open_store
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from dsx import serialization
 from dsx.demo import journal, lifecycle, operate
-from dsx.health import policy as policy_module
+from dsx.health.decisions import policy as policy_module
 
 
 def shipped() -> dict:
@@ -56,7 +56,7 @@ def test_sentinel_actions_become_timeline_entries() -> None:
 
 def test_quarantine_waits_for_the_cordon_that_follows_the_store_transition(monkeypatch) -> None:
     """The sentinel records QUARANTINED before it writes the node; the demo must not read the node in between."""
-    from dsx.health import nodes as health_nodes
+    from dsx.health.decisions import nodes as health_nodes
 
     plain = {"metadata": {"name": "gpu-node-02", "annotations": {}}, "spec": {}}
     cordoned = {

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dsx.errors import ConflictError
-from dsx.health import actor
+from dsx.health.decisions import actor
 from dsx.testing.inmemory import InMemoryEventStore
 
 T0 = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from dsx.errors import BadInputError
-from dsx.health import analyzer
-from dsx.health.analyzer import Analyzer, AnalyzerStage
-from dsx.health.eventstore import StageStatus
+from dsx.health.decisions import analyzer
+from dsx.health.decisions.analyzer import Analyzer
+from dsx.health.decisions.eventstore import StageStatus
+from dsx.health.pipeline.analyzer_stage import AnalyzerStage
 from dsx.model.health import (
     NODE_REMEDIATED_CHECK,
     ComponentClass,
@@ -249,7 +250,7 @@ def test_malformed_rules_are_refused(overrides: dict[str, Any], message: str) ->
 
 def test_old_snake_case_rules_read_the_same_with_one_warning_per_old_key(caplog: pytest.LogCaptureFixture) -> None:
     current = rules_from()[0]
-    with caplog.at_level(logging.WARNING, logger="dsx.health.analyzer"):
+    with caplog.at_level(logging.WARNING, logger="dsx.health.decisions.analyzer"):
         old = rules_from(
             match="event.check_name == 'KernelLogXid'",
             groupBy=None,

@@ -1,4 +1,4 @@
-"""Area of concern: what `POST /v1/events` (every ingestion door: dsx.health.ingest) lets into the
+"""Area of concern: what `POST /v1/events` (every ingestion door: dsx.health.parsing.ingest) lets into the
 store. Hostile identifiers from issue 29 (a path as a node name, a right-to-left override, a
 format string, 100,000 characters, a 1 MB message, 20,000 metadata keys) are refused with the
 field named; what real monitors send is kept, and the kernel-log monitor never builds a message
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dsx.errors import BadInputError
-from dsx.health import ingest
+from dsx.health.parsing import ingest
 from dsx.model import health
 from dsx.model.health import ComponentClass, HealthEvent, RecommendedAction
 

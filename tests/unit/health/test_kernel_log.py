@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from dsx.errors import BadInputError, UnavailableError
-from dsx.health import xid
-from dsx.health.monitors import source
+from dsx.health.parsing import xid
+from dsx.health.pipeline import source
 from dsx.host import kernel_log
 from dsx.host.kernel_log import FileFollower, JournalReader, KernelLogMonitor
 from dsx.model.health import ComponentClass, EntityType, RecommendedAction
@@ -447,7 +447,7 @@ def test_a_malformed_journal_line_is_skipped_and_the_cursor_moves_past_it(
 
 
 def test_a_policys_kernel_log_source_takes_a_driver_version() -> None:
-    from dsx.health import policy
+    from dsx.health.decisions import policy
 
     def read(source: dict[str, object]) -> policy.SentinelPolicy:
         data = {"apiVersion": policy.API_VERSION, "kind": policy.KIND, "monitors": {"kernelLogs": [source]}}

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from dsx.errors import UnavailableError
-from dsx.health import xid
-from dsx.health.monitors import source
+from dsx.health.parsing import xid
+from dsx.health.parsing.xid import lines as xid_lines
+from dsx.health.pipeline import source
 from dsx.host import kernel_log
 from dsx.host.kernel_log import FileFollower, KernelLogMonitor
 from dsx.model.health import ProcessingStrategy
@@ -38,7 +39,7 @@ def poison_parser(monkeypatch: pytest.MonkeyPatch) -> None:
             raise ValueError("Exceeds the limit (4300 digits) for integer string conversion")
         return real(line, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(xid, "parse_line", parse_line)
+    monkeypatch.setattr(xid_lines, "parse_line", parse_line)  # where KernelLogReader looks it up
 
 
 def test_a_line_the_parser_raises_on_is_stored_and_the_xid_79_in_its_batch_too(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from dsx.errors import BadInputError
-from dsx.health.monitors import kube_objects
-from dsx.health.monitors.kube_objects import KubeObjectMonitor
+from dsx.health.parsing import kube_objects
+from dsx.health.parsing.kube_objects import KubeObjectMonitor
 from dsx.model.health import ComponentClass, RecommendedAction
 
 NOW = 1_796_000_000.0
@@ -159,7 +159,7 @@ def test_bad_policy_files_are_refused(document: dict[str, Any], message: str) ->
 def test_old_snake_case_policies_read_the_same_with_one_warning_per_old_key(caplog: pytest.LogCaptureFixture) -> None:
     current = kube_objects.policies_from_dict(minimal(), source="p.yaml")
     old_event = {"check_name": "P", "component_class": "NODE", "is_fatal": True}
-    with caplog.at_level(logging.WARNING, logger="dsx.health.monitors.kube_objects"):
+    with caplog.at_level(logging.WARNING, logger="dsx.health.parsing.kube_objects"):
         old = kube_objects.policies_from_dict(minimal(event=old_event), source="p.yaml")
     assert [p.event for p in old] == [p.event for p in current]
     assert sorted(r.getMessage() for r in caplog.records) == [

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from dsx import errors
-from dsx.health.monitors import kube_objects, node_events
+from dsx.health.parsing import kube_objects, node_events
 from dsx.model.health import ProcessingStrategy
 
 NPD = json.loads((Path(__file__).resolve().parents[2] / "data" / "npd" / "kernel-monitor.json").read_text())

@@ -10,7 +10,7 @@ import pynvml
 import pytest
 
 from dsx.errors import UnavailableError
-from dsx.health import xid
+from dsx.health.parsing import xid
 from dsx.host import nvml
 from dsx.model.health import EntityType, HealthEvent, ProcessingStrategy, RecommendedAction
 from dsx.testing.fake_nvml import FakeGpu, FakeNvmlLibrary, installed

@@ -10,7 +10,7 @@ import pytest
 
 from dsx import serialization
 from dsx.errors import BadInputError
-from dsx.health import policy
+from dsx.health.decisions import policy
 from dsx.model import schema
 from dsx.model.health import camel_expression
 
@@ -62,7 +62,7 @@ def _camel(value: object, *, keep: bool = False) -> object:
 def test_the_old_snake_case_spelling_reads_the_same_with_one_warning_per_old_key(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="dsx.health.policy"):
+    with caplog.at_level(logging.WARNING, logger="dsx.health.decisions.policy"):
         old = policy.from_dict(_document(OLD_SPELLING), source="old.yaml")
     warned = [r.getMessage() for r in caplog.records]
     assert "old.yaml: dry_run: old snake_case key, read as dryRun; rename it (keys are camelCase)" in warned
@@ -74,7 +74,7 @@ def test_the_old_snake_case_spelling_reads_the_same_with_one_warning_per_old_key
     assert len(warned) == 21  # one per old key and old event field; the label key with an underscore is not a field
 
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="dsx.health.policy"):
+    with caplog.at_level(logging.WARNING, logger="dsx.health.decisions.policy"):
         new = policy.from_dict(_camel(_document(OLD_SPELLING)), source="new.yaml")  # type: ignore[arg-type]
     assert caplog.records == []
     assert old == policy.SentinelPolicy(**{**vars(new), "source": "old.yaml"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dsx.health import repair_timing
-from dsx.health.eventstore import NodeTransition
+from dsx.health.decisions import repair_timing
+from dsx.health.decisions.eventstore import NodeTransition
 from dsx.model.health import NodeState as S
 
 T0 = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)

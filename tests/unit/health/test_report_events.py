@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dsx.health.gpu_reports import FindingKind
-from dsx.health.monitors import reports
+from dsx.health.parsing import reports
+from dsx.health.parsing.gpu_reports import FindingKind
 from dsx.model.health import EntityType, HealthEvent, ProcessingStrategy, RecommendedAction
 from dsx.testing.inmemory import InMemoryEventStore
 

@@ -5,8 +5,8 @@ view equal those from whole Node objects."""
 from __future__ import annotations
 
 from dsx.controllers.kube_nodes import merge_patch, slim_node
-from dsx.health import goodput, nodes
-from dsx.health.ports import NodeChange
+from dsx.health.decisions import goodput, nodes
+from dsx.health.decisions.ports import NodeChange
 from dsx.model.health import NodeState
 
 
@@ -52,7 +52,7 @@ def test_a_change_computed_on_the_view_is_the_one_computed_on_the_node() -> None
 
 def test_the_view_serves_rules_that_read_only_what_it_keeps() -> None:
     from dsx.controllers.kube_nodes import slim_view_serves
-    from dsx.health.policy import load
+    from dsx.health.decisions.policy import load
 
     served = [
         "event.isFatal && event.componentClass == 'GPU'",

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dsx import errors
-from dsx.health.eventstore import Appended
+from dsx.health.decisions.eventstore import Appended
 from dsx.model.health import ComponentClass, HealthEvent
 from dsx.store.group_commit import GroupCommit
 from dsx.testing.inmemory import InMemoryEventStore

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from dsx.errors import BadInputError
-from dsx.health import dcgm_diag, gpu_reports
-from dsx.health.dcgm_diag import DiagStatus
-from dsx.health.gpu_reports import FindingKind
+from dsx.health.parsing import dcgm_diag, gpu_reports
+from dsx.health.parsing.dcgm_diag import DiagStatus
+from dsx.health.parsing.gpu_reports import FindingKind
 from dsx.model.health import RecommendedAction
 
 DATA = Path(__file__).resolve().parents[3] / "data"

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsx.errors import BadInputError
-from dsx.health import dcgm_diag, gpu_reports, xid
+from dsx.health.parsing import dcgm_diag, gpu_reports, xid
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 KERNEL_LINES = (DATA / "xid" / "kernel-lines.txt").read_text(encoding="utf-8").split("\n")

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsx.certify.parsing import nccl, profiles, training
-from dsx.health import xid
+from dsx.health.parsing import xid
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 

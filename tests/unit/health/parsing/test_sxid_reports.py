@@ -11,8 +11,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from dsx.cli.sentinel_parse_cmd import parse
-from dsx.health import xid
-from dsx.health.monitors import source
+from dsx.health.parsing import xid
+from dsx.health.pipeline import source
 from dsx.host.kernel_log import FileFollower, KernelLogMonitor
 from dsx.testing.inmemory import InMemoryEventStore
 

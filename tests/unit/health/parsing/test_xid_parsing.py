@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dsx.health import xid
+from dsx.health.parsing import xid
 from dsx.model.health import RecommendedAction
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "xid"

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from dsx.cli.sentinel_parse_cmd import parse
-from dsx.health import xid
+from dsx.health.parsing import xid
 
 REPO = Path(__file__).resolve().parents[4]
 WORKBOOK = REPO / "tests" / "data" / "xid" / "workbook"

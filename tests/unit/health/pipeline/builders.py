@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dsx.health import breaker, drain, quarantine, recertify, remediation, stages
-from dsx.health import policy as policy_module
-from dsx.health.policy import SentinelPolicy, Stage
-from dsx.health.ports import (
+from dsx.health.decisions import breaker, drain, quarantine, recertify, remediation
+from dsx.health.decisions import policy as policy_module
+from dsx.health.decisions.policy import SentinelPolicy, Stage
+from dsx.health.decisions.ports import (
     Observer,
     RecertificationRequest,
     RecertificationResult,
@@ -18,7 +18,8 @@ from dsx.health.ports import (
     RemediationRequest,
     RemediationResult,
 )
-from dsx.health.validation_requests import ValidationRunner
+from dsx.health.pipeline import stages
+from dsx.health.pipeline.validations import ValidationRunner
 from dsx.model.health import (
     ComponentClass,
     Entity,

@@ -9,9 +9,10 @@ from datetime import timedelta
 
 import pytest
 
-from dsx.health import breaker, nodes, quarantine, stages
-from dsx.health.breaker import BreakerState, CircuitBreaker
-from dsx.health.policy import BreakerMode, BreakerSettings, Stage
+from dsx.health.decisions import breaker, nodes, quarantine
+from dsx.health.decisions.breaker import BreakerState, CircuitBreaker
+from dsx.health.decisions.policy import BreakerMode, BreakerSettings, Stage
+from dsx.health.pipeline import stages
 from dsx.model.health import NodeState
 
 from .builders import T0, cluster, policy_with, xid

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from dsx.health import drain, nodes, stages
-from dsx.health.breaker import CircuitBreaker
-from dsx.health.policy import DrainMode, DrainSettings, NamespaceMode, Stage
-from dsx.health.quarantine import QuarantineHandler
+from dsx.health.decisions import drain, nodes
+from dsx.health.decisions.breaker import CircuitBreaker
+from dsx.health.decisions.policy import DrainMode, DrainSettings, NamespaceMode, Stage
+from dsx.health.decisions.quarantine import QuarantineHandler
+from dsx.health.pipeline import stages
 from dsx.model.health import BehaviourOverrides, NodeState
 from dsx.ratelimit import TokenBucket
 

@@ -14,8 +14,9 @@ from datetime import timedelta
 import pytest
 
 from dsx.errors import BadInputError, PayloadTooLargeError
-from dsx.health import goodput, incidents, ingest
-from dsx.health.ports import NodeChange, Taint, TaintEffect
+from dsx.health.decisions import goodput, incidents
+from dsx.health.decisions.ports import NodeChange, Taint, TaintEffect
+from dsx.health.parsing import ingest
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState, RecommendedAction
 
 from .builders import gpu_check, gpu_node, informational, xid
@@ -98,7 +99,7 @@ def test_an_old_snake_case_post_is_stored_with_the_same_key_and_warned_about_onc
     event = xid()
     old = {re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), k): v for k, v in event.to_dict().items()}
     body = json.dumps({"events": [old, old]}).encode()
-    with caplog.at_level(logging.WARNING, logger="dsx.health.ingest"):
+    with caplog.at_level(logging.WARNING, logger="dsx.health.parsing.ingest"):
         first = ingest.parse_body(body)
         second = ingest.parse_body(body)
     assert first == second == [event, event]

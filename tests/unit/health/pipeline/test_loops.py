@@ -12,7 +12,8 @@ import pytest
 
 from dsx.controllers import loops, telemetry
 from dsx.controllers.sentinel import SentinelOptions, SentinelRuntime
-from dsx.health import policy, stages
+from dsx.health.decisions import policy
+from dsx.health.pipeline import stages
 
 
 class Breaks:

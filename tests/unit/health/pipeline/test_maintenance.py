@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from dsx.health import maintenance, nodes
-from dsx.health.maintenance import FINALIZER, MaintenanceController, Phase
-from dsx.health.policy import PIPELINE, MaintenanceSettings, Stage
+from dsx.health.decisions import maintenance, nodes
+from dsx.health.decisions.maintenance import FINALIZER, MaintenanceController, Phase
+from dsx.health.decisions.policy import PIPELINE, MaintenanceSettings, Stage
 from dsx.testing.inmemory_maintenance import InMemoryMaintenanceRequests
 from dsx.testing.inmemory_nodes import InMemoryNodeOps
 

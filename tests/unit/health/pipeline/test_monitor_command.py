@@ -15,7 +15,8 @@ from dsx import errors
 from dsx.api import security
 from dsx.cli.main import main
 from dsx.controllers import http, monitors, telemetry
-from dsx.health import ingest, pipeline_status
+from dsx.health.decisions import pipeline_status
+from dsx.health.parsing import ingest
 from dsx.model.health import HealthEvent
 from dsx.store import open_store
 from dsx.testing.inmemory import InMemoryEventStore

@@ -6,9 +6,9 @@ cluster; the same stage code runs live (tests/integration/sentinel)."""
 
 from __future__ import annotations
 
-from dsx.health import nodes, pipeline_status
-from dsx.health.eventstore import ValidationStatus
-from dsx.health.policy import PIPELINE
+from dsx.health.decisions import nodes, pipeline_status
+from dsx.health.decisions.eventstore import ValidationStatus
+from dsx.health.decisions.policy import PIPELINE
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState
 
 from .builders import T0, FakeRecertifier, Pipeline, cluster, pod, policy_with, xid

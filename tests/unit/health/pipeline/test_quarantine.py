@@ -12,10 +12,11 @@ from datetime import timedelta
 import pytest
 
 from dsx.errors import BadInputError
-from dsx.health import nodes, policy, quarantine, stages
-from dsx.health.breaker import CircuitBreaker
-from dsx.health.policy import QuarantineSettings, Stage, StageSwitch
-from dsx.health.ports import NodeChange
+from dsx.health.decisions import nodes, policy, quarantine
+from dsx.health.decisions.breaker import CircuitBreaker
+from dsx.health.decisions.policy import QuarantineSettings, Stage, StageSwitch
+from dsx.health.decisions.ports import NodeChange
+from dsx.health.pipeline import stages
 from dsx.model.health import BehaviourOverrides, NodeState
 
 from .builders import cluster, gpu_check, gpu_node, informational, policy_with, xid

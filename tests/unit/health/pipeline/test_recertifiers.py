@@ -16,10 +16,10 @@ from dsx.cli.main import main
 from dsx.controllers import sentinel_wiring
 from dsx.errors import BadInputError
 from dsx.executors import recertify as recertifiers
-from dsx.health import policy as policy_module
-from dsx.health import recertify
-from dsx.health.policy import Stage
-from dsx.health.ports import RecertificationRequest, Taint, TaintEffect
+from dsx.health.decisions import policy as policy_module
+from dsx.health.decisions import recertify
+from dsx.health.decisions.policy import Stage
+from dsx.health.decisions.ports import RecertificationRequest, Taint, TaintEffect
 from dsx.model import certification as model
 from dsx.testing.fake_executor import FakeJobLauncher
 

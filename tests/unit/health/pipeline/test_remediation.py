@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from dsx import remediators
-from dsx.health import nodes, remediation
-from dsx.health.policy import PIPELINE
-from dsx.health.ports import NodeChange, RemediationKind, RemediationRequest
+from dsx.health.decisions import nodes, remediation
+from dsx.health.decisions.policy import PIPELINE
+from dsx.health.decisions.ports import NodeChange, RemediationKind, RemediationRequest
 from dsx.model.health import NODE_REMEDIATED_CHECK, NodeState, RecommendedAction
 from dsx.sim.remediation import SimProvider
 from dsx.testing.inmemory_nodes import InMemoryNodeOps

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from dsx.health.eventstore import StoredEvent
-from dsx.health.policy import BreakerSettings, ProviderKind, ProviderSettings
+from dsx.health.decisions.eventstore import StoredEvent
+from dsx.health.decisions.policy import BreakerSettings, ProviderKind, ProviderSettings
 from dsx.model.health import RecommendedAction
 from dsx.testing import replay
 

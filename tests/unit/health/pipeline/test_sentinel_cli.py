@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from dsx.api import app as api_app
 from dsx.api import security
 from dsx.cli.main import main
-from dsx.health import breaker, policy
-from dsx.health.eventstore import StageOutcome, StageStatus
+from dsx.health.decisions import breaker, policy
+from dsx.health.decisions.eventstore import StageOutcome, StageStatus
 from dsx.model.health import NodeState
 from dsx.store import open_store
 
@@ -193,7 +193,7 @@ def test_without_a_store_the_sentinel_routes_answer_404_naming_the_flag() -> Non
 
 
 def test_status_lists_dead_letters_and_retry_offers_them_again(capsys, store_url: str) -> None:
-    from dsx.health.eventstore import StageOutcome, StageStatus
+    from dsx.health.decisions.eventstore import StageOutcome, StageStatus
 
     store = open_store(store_url)
     detail = {"node": "n2", "attempts": 5, "error": "ValueError: bad reason", "traceback": "Traceback ..."}

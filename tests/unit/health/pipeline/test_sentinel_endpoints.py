@@ -21,8 +21,9 @@ import pytest
 from dsx import logs
 from dsx.api import security
 from dsx.controllers import http, kube_nodes, telemetry
-from dsx.health import ingest, pipeline_status
-from dsx.health.ports import NodeChange, Taint, TaintEffect
+from dsx.health.decisions import pipeline_status
+from dsx.health.decisions.ports import NodeChange, Taint, TaintEffect
+from dsx.health.parsing import ingest
 from dsx.model.health import HealthEvent
 from dsx.testing.inmemory import InMemoryEventStore
 

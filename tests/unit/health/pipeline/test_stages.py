@@ -10,8 +10,8 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
-from dsx.health import stages
-from dsx.health.eventstore import StageOutcome, StageStatus, StoredEvent
+from dsx.health.decisions.eventstore import StageOutcome, StageStatus, StoredEvent
+from dsx.health.pipeline import stages
 
 from .builders import xid
 
@@ -149,7 +149,7 @@ def test_the_waker_wakes_a_waiting_loop_when_poked() -> None:
 
 def test_an_outage_is_retried_for_as_long_as_it_lasts_never_dead_lettered(store) -> None:
     from dsx.errors import UnavailableError
-    from dsx.health.policy import DeadLetterSettings
+    from dsx.health.decisions.policy import DeadLetterSettings
 
     class Outage(Recorder):
         def handle(self, node_name: str, events: Sequence[StoredEvent]) -> list[StageOutcome]:

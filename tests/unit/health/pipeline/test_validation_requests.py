@@ -15,11 +15,12 @@ from datetime import timedelta
 import pytest
 
 from dsx.errors import BadInputError
-from dsx.health import nodes, validation_requests
-from dsx.health.eventstore import ValidationStatus
-from dsx.health.policy import PIPELINE, Stage
-from dsx.health.ports import RecertificationResult
-from dsx.health.validation_requests import JoiningNodes, ValidationKind, ValidationRunner
+from dsx.health.decisions import nodes, validation_requests
+from dsx.health.decisions.eventstore import ValidationStatus
+from dsx.health.decisions.policy import PIPELINE, Stage
+from dsx.health.decisions.ports import RecertificationResult
+from dsx.health.decisions.validation_requests import JoiningNodes, ValidationKind
+from dsx.health.pipeline.validations import ValidationRunner
 from dsx.model.health import NodeState
 
 from .builders import FakeRecertifier, Pipeline, cluster, gpu_node, policy_with, xid
@@ -93,7 +94,7 @@ def test_the_joining_selector_chooses_which_new_gpu_nodes_are_held(store, clock,
 
 
 def test_a_joining_selector_that_is_not_cel_is_refused_naming_the_field() -> None:
-    from dsx.health import policy as policy_module
+    from dsx.health.decisions import policy as policy_module
 
     document = {
         "apiVersion": "dsx.health/v1alpha1",
