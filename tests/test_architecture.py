@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import configparser
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,8 +18,6 @@ REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src" / "dsx"
 CONTRACTS = REPO / ".importlinter"
 ALLOW_LIST = REPO / "hack" / "dynamic-imports.txt"
-DYNAMIC = {"importlib.import_module", "import_module", "__import__", "importlib.util.find_spec", "find_spec"}
-DYNAMIC |= {"pkgutil.iter_modules", "pkgutil.walk_packages", "runpy.run_module"}
 
 
 def _contracts() -> configparser.ConfigParser:
@@ -68,14 +66,47 @@ def _modules() -> Iterator[tuple[str, ast.Module]]:
         yield module, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
+def _resolver(tree: ast.Module) -> Callable[[ast.expr], str]:
+    """The dotted name an expression refers to, through the module's import aliases
+    (`import importlib as il` → `il.import_module` is `importlib.import_module`)."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                head = alias.name.split(".")[0]
+                aliases[alias.asname or head] = alias.name if alias.asname else head
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+    def resolve(expr: ast.expr) -> str:
+        head, _, rest = ast.unparse(expr).partition(".")
+        real = aliases.get(head, head)
+        return f"{real}.{rest}" if rest else real
+
+    return resolve
+
+
+DYNAMIC_QUALIFIED = {
+    "importlib.import_module",
+    "importlib.__import__",
+    "__import__",
+    "builtins.__import__",
+    "importlib.util.find_spec",
+    "pkgutil.iter_modules",
+    "pkgutil.walk_packages",
+    "runpy.run_module",
+    "runpy.run_path",
+}
+
+
 def _dynamic_calls() -> set[tuple[str, str]]:
     calls: set[tuple[str, str]] = set()
     for module, tree in _modules():
+        resolve = _resolver(tree)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                name = ast.unparse(node.func)
-                if name in DYNAMIC:
-                    calls.add((module, "importlib." + name if name in ("import_module",) else name))
+            if isinstance(node, ast.Call) and (name := resolve(node.func)) in DYNAMIC_QUALIFIED:
+                calls.add((module, name))
     return calls
 
 
@@ -107,15 +138,15 @@ ENVIRONMENT_READERS = {
     "dsx.sim.processes": "starts components with the environment they inherit plus what one needs (a TMPDIR)",
 }
 """Modules outside the entry points that read os.environ, each with its reason."""
+ENVIRONMENT = {"os.environ", "os.environb", "os.getenv", "os.putenv", "os.unsetenv"}
 
 
 def _environment_readers() -> set[str]:
     readers: set[str] = set()
     for module, tree in _modules():
+        resolve = _resolver(tree)
         for node in ast.walk(tree):
-            reads = isinstance(node, ast.Attribute) and ast.unparse(node) in ("os.environ", "os.environb", "os.getenv")
-            imports = isinstance(node, ast.ImportFrom) and node.module == "os"
-            if reads or (imports and {a.name for a in node.names} & {"environ", "environb", "getenv"}):  # type: ignore[union-attr]
+            if isinstance(node, ast.Name | ast.Attribute) and resolve(node) in ENVIRONMENT:
                 readers.add(module)
     return readers
 
@@ -126,3 +157,33 @@ def test_only_entry_points_read_the_environment() -> None:
     assert "dsx.cli.main" in readers, "the scan finds the CLI's one reading; an empty scan is a broken scan"
     outside = {m for m in readers if not any(m == e or m.startswith(e + ".") for e in ENTRY_POINTS)}
     assert outside == set(ENVIRONMENT_READERS)
+
+
+PROCESS_CALLS = {"os.system", "os.popen", "os.fork", "os.forkpty", "os.kill", "os.killpg", "pty.spawn"}
+PROCESS_PREFIXES = ("os.exec", "os.spawn", "os.posix_spawn")
+DOMAIN_AND_FOUNDATION = ("recipes", "bundles", "signing", "lint", "certify", "health", "validation", "model", "errors")
+DOMAIN_AND_FOUNDATION += ("settings", "serialization", "emit", "atomic", "catalog", "cel", "logs", "images", "extras")
+DOMAIN_AND_FOUNDATION += ("file_tree", "marshal_cache", "retry", "ratelimit")
+"""The tiers below the adapters; `dsx.interrupts` sends itself signals in its tests only and is left out."""
+
+
+def _process_calls() -> set[tuple[str, str]]:
+    """(module, call) for every use of os's process functions, however os was imported."""
+    found: set[tuple[str, str]] = set()
+    for module, tree in _modules():
+        resolve = _resolver(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name | ast.Attribute):
+                name = resolve(node)
+                if name in PROCESS_CALLS or name.startswith(PROCESS_PREFIXES):
+                    found.add((module, name))
+    return found
+
+
+def test_the_domain_and_the_foundation_start_no_process_through_os() -> None:
+    """import-linter forbids `subprocess` there; `os.system`, `os.popen`, `os.exec*` and `os.spawn*`
+    are attributes of a module every tier may import, so this scan forbids them by name."""
+    calls = _process_calls()
+    assert ("dsx.executors.local.worker", "os.fork") in calls, "the scan finds the worker's fork; an empty scan is broken"
+    below = {(m, c) for m, c in calls if m.split(".")[1] in DOMAIN_AND_FOUNDATION}
+    assert below == set(), f"start processes in an adapter (dsx.executors, dsx.host): {sorted(below)}"
