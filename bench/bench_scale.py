@@ -63,10 +63,10 @@ from dsx import errors, serialization  # noqa: E402
 from dsx.controllers import kube_nodes, monitors, sim_load  # noqa: E402
 from dsx.health.decisions import analyzer  # noqa: E402
 from dsx.health.decisions import policy as policy_module  # noqa: E402
-from dsx.health.pipeline import analyzer_stage  # noqa: E402
 from dsx.kube.client import KubeClient  # noqa: E402
 from dsx.kube.watch import ResourceWatch  # noqa: E402
 from dsx.model.health import HealthEvent, ProcessingStrategy  # noqa: E402
+from dsx.pipeline import analyzer_stage  # noqa: E402
 from dsx.sim import binaries, kwok  # noqa: E402
 from dsx.sim.cluster import SimCluster  # noqa: E402
 from dsx.sim.nodes import CLUSTER_LABEL, SimOptions  # noqa: E402

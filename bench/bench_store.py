@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the PostgreSQL launcher the test suit
 
 from dsx.health.decisions import analyzer  # noqa: E402
 from dsx.health.decisions.eventstore import EventStore, StageOutcome  # noqa: E402
-from dsx.health.pipeline import analyzer_stage  # noqa: E402
 from dsx.model.health import ComponentClass, Entity, EntityType, HealthEvent, RecommendedAction  # noqa: E402
+from dsx.pipeline import analyzer_stage  # noqa: E402
 from dsx.store import open_store  # noqa: E402
 from fixtures.postgres_server import fresh_schema_url, running_postgres  # noqa: E402
 

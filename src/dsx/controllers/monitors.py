@@ -25,11 +25,11 @@ from typing import Protocol
 from dsx import errors, httpclient
 from dsx.health.decisions.eventstore import EventStore
 from dsx.health.parsing import ingest, kube_objects, xid
-from dsx.health.pipeline.source import HealthSource
 from dsx.host.kernel_log import AGENT, FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.kube import incluster
 from dsx.kube.client import KubeClient
 from dsx.model.health import HealthEvent
+from dsx.pipeline.source import HealthSource
 
 log = logging.getLogger("dsx.sentinel.monitor")
 

@@ -67,13 +67,13 @@ from dsx.health.decisions.policy import PIPELINE, KernelLogSource, SentinelPolic
 from dsx.health.decisions.ports import Recertifier, RemediationProvider
 from dsx.health.decisions.stage import StageHandler
 from dsx.health.parsing import kube_objects, node_events, xid
-from dsx.health.pipeline import analyzer_stage, stages, validations
-from dsx.health.pipeline import source as monitor_source
 from dsx.host.kernel_log import FileFollower, JournalReader, KernelLogMonitor, LineReader
 from dsx.kube import leader
 from dsx.kube.client import KubeClient
 from dsx.kube.watch import ResourceWatch
 from dsx.model.health import HealthEvent, NodeState
+from dsx.pipeline import analyzer_stage, stages, validations
+from dsx.pipeline import source as monitor_source
 from dsx.settings import folders
 from dsx.store import open_store
 from dsx.store.group_commit import GroupCommit

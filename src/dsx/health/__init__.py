@@ -1,8 +1,6 @@
 """Operate: turn health observations into decisions (detect, analyse, quarantine, drain, remediate).
 
-Three parts, layered (import-linter's `health-parts` contract holds the order):
-- `pipeline`: the runtime that feeds the decisions from the event store (stage runners and
-  their thread pools, the analyzer's consumer loop, the validation runner, a source's pump);
+Two parts, layered (import-linter's `health-parts` contract holds the order):
 - `decisions`: what each stage decides and does through ports (policy, breaker, quarantine,
   drain, remediation, re-certification, maintenance, validation requests, the store port);
 - `parsing`: outside text and objects into health events (Xid lines, GPU reports, DCGM, the
@@ -10,7 +8,8 @@ Three parts, layered (import-linter's `health-parts` contract holds the order):
 
 Domain code: no processes, sockets, devices or client libraries. It defines the ports it needs
 (`decisions.eventstore.EventStore`, `decisions.ports.NodeOps`, `decisions.ports.RemediationProvider`,
-`decisions.ports.Recertifier`, `pipeline.source.HealthSource`); the adapters implement them
+`decisions.ports.Recertifier`); the adapters implement them
 (`dsx.store`, `dsx.controllers.kube_nodes`, `dsx.remediators`, `dsx.executors`, `dsx.host`) and their
-fakes live in `dsx.testing`.
+fakes live in `dsx.testing`. The runtime that feeds the decisions from the store, with its
+threads, is `dsx.pipeline` (an adapter), which also owns the monitors' `HealthSource` port.
 """

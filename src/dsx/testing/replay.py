@@ -35,9 +35,9 @@ from dsx.health.decisions.ports import (
     RemediationResult,
     SilentObserver,
 )
-from dsx.health.pipeline import analyzer_stage, stages
-from dsx.health.pipeline.validations import ValidationRunner
 from dsx.model.health import NodeState
+from dsx.pipeline import analyzer_stage, stages
+from dsx.pipeline.validations import ValidationRunner
 from dsx.ratelimit import TokenBucket
 from dsx.testing.inmemory import InMemoryEventStore
 from dsx.testing.inmemory_nodes import InMemoryNodeOps

@@ -20,8 +20,8 @@ from dsx.health.decisions import analyzer, dead_letters, nodes, pipeline_status
 from dsx.health.decisions.eventstore import EventStore, StageOutcome, StageStatus, StoredEvent, ValidationStatus
 from dsx.health.decisions.policy import PIPELINE, DeadLetterSettings, Stage
 from dsx.health.decisions.validation_requests import ValidationKind, reason
-from dsx.health.pipeline import analyzer_stage, stages
-from dsx.health.pipeline.validations import ValidationRunner
+from dsx.pipeline import analyzer_stage, stages
+from dsx.pipeline.validations import ValidationRunner
 from dsx.testing.inmemory import InMemoryEventStore
 from dsx.testing.inmemory_nodes import InMemoryNodeOps
 from unit.health.pipeline.builders import Clock as PipelineClock

@@ -18,8 +18,8 @@ import threading
 from pathlib import Path
 
 from dsx.health.decisions.eventstore import StageOutcome, StageStatus
-from dsx.health.pipeline import source
 from dsx.host import kernel_log
+from dsx.pipeline import source
 from dsx.store import open_store
 
 CONSUMER = "effector"

@@ -16,7 +16,6 @@ from dsx.errors import BadInputError
 from dsx.health.decisions import analyzer
 from dsx.health.decisions.analyzer import Analyzer
 from dsx.health.decisions.eventstore import StageStatus
-from dsx.health.pipeline.analyzer_stage import AnalyzerStage
 from dsx.model.health import (
     NODE_REMEDIATED_CHECK,
     ComponentClass,
@@ -26,6 +25,7 @@ from dsx.model.health import (
     ProcessingStrategy,
     RecommendedAction,
 )
+from dsx.pipeline.analyzer_stage import AnalyzerStage
 from dsx.testing.inmemory import InMemoryEventStore
 
 T0 = datetime(2026, 11, 29, tzinfo=UTC)

@@ -15,10 +15,10 @@ import pytest
 
 from dsx.errors import BadInputError, UnavailableError
 from dsx.health.parsing import xid
-from dsx.health.pipeline import source
 from dsx.host import kernel_log
 from dsx.host.kernel_log import FileFollower, JournalReader, KernelLogMonitor
 from dsx.model.health import ComponentClass, EntityType, RecommendedAction
+from dsx.pipeline import source
 from dsx.testing.inmemory import InMemoryEventStore
 
 READ_AT = 1_796_000_000.0

@@ -13,10 +13,10 @@ import pytest
 from dsx.errors import UnavailableError
 from dsx.health.parsing import xid
 from dsx.health.parsing.xid import lines as xid_lines
-from dsx.health.pipeline import source
 from dsx.host import kernel_log
 from dsx.host.kernel_log import FileFollower, KernelLogMonitor
 from dsx.model.health import ProcessingStrategy
+from dsx.pipeline import source
 from dsx.testing.inmemory import InMemoryEventStore
 from fixtures.bench import bench_module
 

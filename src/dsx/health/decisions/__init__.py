@@ -3,5 +3,5 @@
 Each stage handler (`quarantine`, `drain`, `remediation`, `recertify`) answers `stage.StageHandler`;
 the breaker, incidents, maintenance requests and validation requests decide beside them. They act
 only through ports (`eventstore.EventStore`, `ports.NodeOps`, …), so the runtime that calls them
-(`dsx.health.pipeline`) and the adapters behind the ports can change without them.
+(`dsx.pipeline`) and the adapters behind the ports can change without them.
 """

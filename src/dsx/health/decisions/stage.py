@@ -1,6 +1,6 @@
 """What a pipeline stage is, to the stages that decide: the handler protocols and their outcomes.
 
-The runner that feeds handlers (`dsx.health.pipeline.stages`) depends on this, never the reverse:
+The runner that feeds handlers (`dsx.pipeline.stages`) depends on this, never the reverse:
 a stage decides from the events and the node it is given, and says so in `StageOutcome`s.
 """
 

@@ -14,7 +14,7 @@ A request asks "certify this node before it (re)enters service". They come from:
 
 Requests live in the event store (`request_validation`, `start_validations`, `finish_validation`),
 so they survive restarts and `dsx sentinel status` shows them. The runner
-(`dsx.health.pipeline.validations`) starts at most `max_running` at once (certification is heavy,
+(`dsx.pipeline.validations`) starts at most `max_running` at once (certification is heavy,
 and a fleet-wide drift must not run everywhere together) and re-runs requests that were RUNNING
 when a previous sentinel stopped. Groups never share a node: a known-good peer serves one group
 test at a time, and a run waits for free peers rather than certify beside a node another test is

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from dsx.cli.sentinel_parse_cmd import parse
 from dsx.health.parsing import xid
-from dsx.health.pipeline import source
 from dsx.host.kernel_log import FileFollower, KernelLogMonitor
+from dsx.pipeline import source
 from dsx.testing.inmemory import InMemoryEventStore
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "xid"

@@ -18,8 +18,6 @@ from dsx.health.decisions.ports import (
     RemediationRequest,
     RemediationResult,
 )
-from dsx.health.pipeline import stages
-from dsx.health.pipeline.validations import ValidationRunner
 from dsx.model.health import (
     ComponentClass,
     Entity,
@@ -28,6 +26,8 @@ from dsx.model.health import (
     ProcessingStrategy,
     RecommendedAction,
 )
+from dsx.pipeline import stages
+from dsx.pipeline.validations import ValidationRunner
 from dsx.ratelimit import TokenBucket
 from dsx.testing.inmemory import InMemoryEventStore
 from dsx.testing.inmemory_nodes import InMemoryNodeOps

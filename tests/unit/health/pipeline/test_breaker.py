@@ -12,8 +12,8 @@ import pytest
 from dsx.health.decisions import breaker, nodes, quarantine
 from dsx.health.decisions.breaker import BreakerState, CircuitBreaker
 from dsx.health.decisions.policy import BreakerMode, BreakerSettings, Stage
-from dsx.health.pipeline import stages
 from dsx.model.health import NodeState
+from dsx.pipeline import stages
 
 from .builders import T0, cluster, policy_with, xid
 

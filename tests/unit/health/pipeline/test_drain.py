@@ -12,8 +12,8 @@ from dsx.health.decisions import drain, nodes
 from dsx.health.decisions.breaker import CircuitBreaker
 from dsx.health.decisions.policy import DrainMode, DrainSettings, NamespaceMode, Stage
 from dsx.health.decisions.quarantine import QuarantineHandler
-from dsx.health.pipeline import stages
 from dsx.model.health import BehaviourOverrides, NodeState
+from dsx.pipeline import stages
 from dsx.ratelimit import TokenBucket
 
 from .builders import cluster, gpu_check, pod, policy_with, xid

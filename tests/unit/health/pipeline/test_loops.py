@@ -13,7 +13,7 @@ import pytest
 from dsx.controllers import loops, telemetry
 from dsx.controllers.sentinel import SentinelOptions, SentinelRuntime
 from dsx.health.decisions import policy
-from dsx.health.pipeline import stages
+from dsx.pipeline import stages
 
 
 class Breaks:

@@ -16,8 +16,8 @@ from dsx.health.decisions import nodes, policy, quarantine
 from dsx.health.decisions.breaker import CircuitBreaker
 from dsx.health.decisions.policy import QuarantineSettings, Stage, StageSwitch
 from dsx.health.decisions.ports import NodeChange
-from dsx.health.pipeline import stages
 from dsx.model.health import BehaviourOverrides, NodeState
+from dsx.pipeline import stages
 
 from .builders import cluster, gpu_check, gpu_node, informational, policy_with, xid
 

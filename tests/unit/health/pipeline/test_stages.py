@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from dsx.health.decisions.eventstore import StageOutcome, StageStatus, StoredEvent
-from dsx.health.pipeline import stages
+from dsx.pipeline import stages
 
 from .builders import xid
 

@@ -20,8 +20,8 @@ from dsx.health.decisions.eventstore import ValidationStatus
 from dsx.health.decisions.policy import PIPELINE, Stage
 from dsx.health.decisions.ports import RecertificationResult
 from dsx.health.decisions.validation_requests import JoiningNodes, ValidationKind
-from dsx.health.pipeline.validations import ValidationRunner
 from dsx.model.health import NodeState
+from dsx.pipeline.validations import ValidationRunner
 
 from .builders import FakeRecertifier, Pipeline, cluster, gpu_node, policy_with, xid
 
