@@ -134,18 +134,108 @@ def _components_table(document: dict[str, Any]) -> str:
     return head + cli_output.format_table(["component", "type", "version", "namespace", "chart", "after"], rows)
 
 
-@click.command("recipe")
+@click.group("recipe", invoke_without_command=True)
 @criteria_options
 @click.option("--strict", is_flag=True, help="Exit 2 unless an overlay validates this exact combination.")
 @cli_output.format_options
-def recipe(strict: bool, fmt: str, output: str | None, **params: Any) -> None:
+@click.pass_context
+def recipe(ctx: click.Context, /, strict: bool, fmt: str, output: str | None, **params: Any) -> None:
     """Resolve criteria into a version-pinned recipe.
 
     Example: dsx recipe --service eks --accelerator h100 --os ubuntu --intent training
     --platform kubeflow -o recipe.yaml
+
+    `dsx recipe list` lists the catalog's recipes and checks every leaf.
     """
+    if ctx.invoked_subcommand is not None:
+        from dsx.errors import BadInputError
+
+        flags = {**CRITERIA_FLAGS, "strict": "--strict", "fmt": "--format", "output": "--output"}
+        given = [flags[n] for n in ctx.params if ctx.get_parameter_source(n) is click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise BadInputError(
+                f"{', '.join(given)}: give the options of `dsx recipe {ctx.invoked_subcommand}` after"
+                f" {ctx.invoked_subcommand!r} (dsx recipe {ctx.invoked_subcommand} --help lists them)"
+            )
+        return
     result = resolve_from_flags(params, strict)
     cli_output.emit(result.to_dict(), fmt, output, table=_components_table)
+
+
+LIST_FORMATS = ("table", "yaml", "json")
+
+
+def _list_table(document: dict[str, Any]) -> str:
+    from dsx.model.criteria import DIMENSIONS
+
+    items = document["recipes"]
+    if not items:
+        return "(no matching overlays)\n"
+    rows = []
+    for item in items:
+        health = item.get("health")
+        rows.append(
+            [
+                item["name"],
+                *(item["criteria"].get(d, "any") for d in DIMENSIONS),
+                "yes" if item["isLeaf"] else "no",
+                health["status"] if health else "-",
+                item["source"],
+            ]
+        )
+    table = cli_output.format_table(["name", *DIMENSIONS, "leaf", "status", "source"], rows)
+    problems = [
+        f"{item['name']}: {finding['check']}: {finding['problem']}"
+        for item in items
+        if item.get("health")
+        for finding in item["health"]["findings"]
+    ]
+    return table + "".join(f"{line}\n" for line in problems)
+
+
+@recipe.command("list")
+@click.option("--service", default=None, metavar="NAME", help="Only overlays that name this service.")
+@click.option("--accelerator", "--gpu", "accelerator", default=None, metavar="NAME", help="Only this accelerator.")
+@click.option("--os", "os_name", default=None, metavar="NAME", help="Only this OS.")
+@click.option("--intent", default=None, metavar="NAME", help="Only this intent.")
+@click.option("--platform", default=None, metavar="NAME", help="Only this platform.")
+@click.option(
+    "--no-health",
+    "--skip-health",
+    "no_health",
+    is_flag=True,
+    help="List without resolving the leaves (no status, exit 0).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(LIST_FORMATS, case_sensitive=False),
+    default=LIST_FORMATS[0],
+    show_default=True,
+    help="Output format.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write to FILE instead of stdout.")
+def list_recipes(no_health: bool, fmt: str, output: str | None, **filters: str | None) -> None:
+    """Every overlay of the catalog with its criteria; each leaf checked.
+
+    A leaf (an overlay no other builds on) must resolve strictly, state only constraints dsx
+    validate measures, pin every chart (source, chart, exact version) and declare health
+    asserts for every component. Exits 1 when a listed leaf fails, so CI can gate on it.
+    Filters match exactly: --service eks leaves out overlays that do not name a service.
+    """
+    from dsx.errors import CheckFailedError
+    from dsx.model.dimensions import normalize_flags
+    from dsx.recipes import catalog, listing
+    from dsx.validation import facts
+
+    named = {"service": filters["service"], "accelerator": filters["accelerator"], "os": filters["os_name"]}
+    named |= {"intent": filters["intent"], "platform": filters["platform"]}
+    wanted = {d: str(v) for d, v in normalize_flags(named).items()}
+    found = listing.entries(catalog.load(), filters=wanted, health=not no_health, measured=facts.measured)
+    cli_output.emit({"recipes": [e.to_dict() for e in found]}, fmt, output, table=_list_table)
+    failed = [e.name for e in found if e.health is not None and not e.health.passed]
+    if failed:
+        raise CheckFailedError(f"{len(failed)} of {sum(e.is_leaf for e in found)} leaves failed: {', '.join(failed)}")
 
 
 @click.command("query")

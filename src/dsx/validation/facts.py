@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from dsx.model import snapshot
 
 CLUSTER = "cluster"
+_NO_SNAPSHOT = snapshot.Snapshot()
+"""What `measured` asks the cluster facts about: they answer by name, whatever the snapshot holds."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,15 @@ def read(name: str, snap: snapshot.Snapshot) -> Reading | None:
 def measured_nodes(snap: snapshot.Snapshot) -> tuple[snapshot.Node, ...]:
     """The nodes OS and GPU facts are held on: the GPU nodes, or every node of a GPU-less snapshot."""
     return snap.gpu_nodes or snap.nodes
+
+
+def measured(name: str) -> bool:
+    """Whether dsx measures the fact `name` at all (`read` gives a Reading for it), snapshot or not."""
+    parts = name.split(".", 2)
+    if len(parts) != 3:
+        return False
+    kind, subtype, key = parts
+    return _cluster_fact(kind, subtype, key, _NO_SNAPSHOT) is not None or _node_fact(kind, subtype, key) is not None
 
 
 def _cluster_fact(kind: str, subtype: str, key: str, snap: snapshot.Snapshot) -> Reading | None:
