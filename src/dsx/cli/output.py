@@ -26,7 +26,7 @@ def format_options(func: F) -> F:
 
 
 def format_options_for(formats: Sequence[str]) -> Callable[[F], F]:
-    """`format_options` with the command's own choice of formats (the first of FORMATS is the default)."""
+    """`format_options` with the command's own choice of formats (the first one is the default)."""
 
     import click
 
@@ -43,7 +43,7 @@ def format_options_for(formats: Sequence[str]) -> Callable[[F], F]:
             "--format",
             "fmt",
             type=click.Choice(formats, case_sensitive=False),
-            default=FORMATS[0],
+            default=formats[0],
             show_default=True,
             help="Output format.",
         )(func)

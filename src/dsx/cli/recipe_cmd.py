@@ -206,15 +206,7 @@ def _list_table(document: dict[str, Any]) -> str:
     is_flag=True,
     help="List without resolving the leaves (no status, exit 0).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(LIST_FORMATS, case_sensitive=False),
-    default=LIST_FORMATS[0],
-    show_default=True,
-    help="Output format.",
-)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write to FILE instead of stdout.")
+@cli_output.format_options_for(LIST_FORMATS)
 def list_recipes(no_health: bool, fmt: str, output: str | None, **filters: str | None) -> None:
     """Every overlay of the catalog with its criteria; each leaf checked.
 
