@@ -32,7 +32,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import logging
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -102,12 +101,15 @@ class AnalyzerRule:
 
 
 class Analyzer:
-    """Sliding-window counters for a set of rules (thread-safe)."""
+    """Sliding-window counters for a set of rules.
+
+    One caller at a time: the analyzer's consumer loop (`dsx.pipeline.analyzer_stage`), which warms it
+    before its thread starts. The domain holds no locks; the runtime serialises.
+    """
 
     def __init__(self, rules: Sequence[AnalyzerRule]) -> None:
         self.rules = tuple(rules)
         self._windows: dict[tuple[int, tuple[str, ...]], deque[float]] = {}
-        self._lock = threading.Lock()
         self._seen = 0
         self._newest = 0.0
 
@@ -121,8 +123,7 @@ class Analyzer:
             self._count(event, emit=False)
 
     def group_count(self) -> int:
-        with self._lock:
-            return len(self._windows)
+        return len(self._windows)
 
     def _count(self, event: HealthEvent, *, emit: bool) -> list[HealthEvent]:
         if event.agent == AGENT or event.processing_strategy is ProcessingStrategy.STORE_ONLY:
@@ -130,27 +131,26 @@ class Analyzer:
         moment = event.generated_at.timestamp()
         bindings: dict[str, Any] | None = None
         fired: list[HealthEvent] = []
-        with self._lock:
-            self._seen += 1
-            self._newest = max(self._newest, moment)
-            for index, rule in enumerate(self.rules):
-                if rule.check_names and event.check_name not in rule.check_names:
-                    continue
-                groups = rule.groups(event)
-                if not groups:
-                    continue
-                bindings = bindings or {"event": event.content()}
-                if not rule.match.test(bindings):
-                    continue
-                for group in groups:
-                    window = self._windows.setdefault((index, group), deque())
-                    _slide(window, moment, rule.window_seconds)
-                    if len(window) >= rule.threshold:
-                        window.clear()
-                        if emit:
-                            fired.append(_derived(rule, group, event))
-            if self._seen % PURGE_EVERY_EVENTS == 0:
-                self._purge()
+        self._seen += 1
+        self._newest = max(self._newest, moment)
+        for index, rule in enumerate(self.rules):
+            if rule.check_names and event.check_name not in rule.check_names:
+                continue
+            groups = rule.groups(event)
+            if not groups:
+                continue
+            bindings = bindings or {"event": event.content()}
+            if not rule.match.test(bindings):
+                continue
+            for group in groups:
+                window = self._windows.setdefault((index, group), deque())
+                _slide(window, moment, rule.window_seconds)
+                if len(window) >= rule.threshold:
+                    window.clear()
+                    if emit:
+                        fired.append(_derived(rule, group, event))
+        if self._seen % PURGE_EVERY_EVENTS == 0:
+            self._purge()
         return fired
 
     def _purge(self) -> None:

@@ -22,7 +22,6 @@ so a mass drain cannot flood the apiserver. A drain is a series of short passes 
 from __future__ import annotations
 
 import fnmatch
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -220,7 +219,12 @@ class DrainHandler:
 class PodEvacuator:
     """Evicts or deletes the pods a plan says must leave: one pass at a time, rate-limited, with
     a doubling backoff per pod a PodDisruptionBudget refused. The drain stage and maintenance
-    requests (`dsx.health.decisions.maintenance`) share this, each with its own bucket."""
+    requests (`dsx.health.decisions.maintenance`) each have their own.
+
+    The drain stage's workers call one evacuator at once, but the stage runner hands a node to one
+    worker at a time, so no two threads touch one pod's backoff entry; the map itself is a dict,
+    whose single reads and writes the interpreter keeps whole. The token bucket has its own lock
+    (`dsx.ratelimit`)."""
 
     def __init__(
         self,
@@ -240,7 +244,6 @@ class PodEvacuator:
         self._eviction_backoff = retry.Backoff(
             settings.backoff_seconds, factor=2.0, max_seconds=settings.max_backoff_seconds
         )
-        self._lock = threading.Lock()
 
     def one_pass(self, node_name: str, leaving: Sequence[PodPlan], *, started: float, now: float) -> str:
         """Act on each pod once (`started`: when the drain began, for DeleteAfterTimeout); returns a
@@ -262,24 +265,20 @@ class PodEvacuator:
 
     def _evict(self, node_name: str, pod: PodPlan, now: float) -> bool:
         """Try one eviction unless backing off or out of tokens; False when the pod is held back."""
-        with self._lock:
-            backoff = self._backoff.get(pod.key)
-            if backoff is not None and backoff.due > now:
-                return False
+        backoff = self._backoff.get(pod.key)
+        if backoff is not None and backoff.due > now:
+            return False
         if not self._limiter.take():
             return True  # not refused: simply not this round
         result = self.nodes.evict(pod.namespace, pod.name, grace_period_seconds=self.settings.grace_period_seconds)
-        with self._lock:
-            if result is EvictionOutcome.BLOCKED:
-                previous = self._backoff.get(pod.key)
-                refusals = (previous.refusals if previous else 0) + 1
-                delay = self._eviction_backoff.delay(refusals)
-                self._backoff[pod.key] = _Backoff(now + delay, delay, refusals)
-                self.observer.action(
-                    self.stage, "eviction-refused", node_name, {"pod": pod.key, "retry_in_seconds": delay}
-                )
-                return False
-            self._backoff.pop(pod.key, None)
+        if result is EvictionOutcome.BLOCKED:
+            previous = self._backoff.get(pod.key)
+            refusals = (previous.refusals if previous else 0) + 1
+            delay = self._eviction_backoff.delay(refusals)
+            self._backoff[pod.key] = _Backoff(now + delay, delay, refusals)
+            self.observer.action(self.stage, "eviction-refused", node_name, {"pod": pod.key, "retry_in_seconds": delay})
+            return False
+        self._backoff.pop(pod.key, None)
         if result is EvictionOutcome.EVICTED:
             self.observer.action(self.stage, "evict", node_name, {"pod": pod.key})
         return True

@@ -16,7 +16,6 @@ The goodput ratio is in-service GPUs over all GPUs. `GpuHours` integrates the bu
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -56,22 +55,20 @@ def goodput_ratio(capacity: Mapping[str, int]) -> float:
 
 
 class GpuHours:
-    """Integrates GPU capacity per bucket over time (thread-safe)."""
+    """Integrates GPU capacity per bucket over time; one caller at a time (the sentinel's fleet loop)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._last: tuple[float, Mapping[str, int]] | None = None
         self.totals: dict[str, float] = dict.fromkeys(BUCKETS, 0.0)
 
     def observe(self, capacity: Mapping[str, int], at_seconds: float) -> dict[str, float]:
         """Credit the previous observation's capacity up to `at_seconds`; returns the hours added per bucket."""
         added = dict.fromkeys(BUCKETS, 0.0)
-        with self._lock:
-            if self._last is not None:
-                since, previous = self._last
-                hours = max(0.0, at_seconds - since) / 3600.0
-                for bucket, gpus in previous.items():
-                    added[bucket] = gpus * hours
-                    self.totals[bucket] = self.totals.get(bucket, 0.0) + gpus * hours
-            self._last = (at_seconds, dict(capacity))
+        if self._last is not None:
+            since, previous = self._last
+            hours = max(0.0, at_seconds - since) / 3600.0
+            for bucket, gpus in previous.items():
+                added[bucket] = gpus * hours
+                self.totals[bucket] = self.totals.get(bucket, 0.0) + gpus * hours
+        self._last = (at_seconds, dict(capacity))
         return added

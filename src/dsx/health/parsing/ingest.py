@@ -16,7 +16,6 @@ import functools
 import itertools
 import logging
 import re
-import threading
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,7 +27,6 @@ from dsx.model.health import HealthEvent
 
 log = logging.getLogger("dsx.health.parsing.ingest")
 _warned: set[str] = set()
-_warned_lock = threading.Lock()
 
 MAX_EVENTS_PER_REQUEST = 1000
 """The one batch size end to end: lines a kernel-log monitor reads per poll (one event each at
@@ -146,11 +144,11 @@ def deprecation_headers(document: Any) -> dict[str, str] | None:
 
 
 def _warn_old_keys(items: Sequence[Any], source: str) -> None:
-    """One warning per old snake_case key a sender uses, the first time this process sees it."""
+    """One warning per old snake_case key a sender uses, the first time this process sees it (two
+    requests at the same moment may each warn once: a repeated line, never a lost one)."""
     found = {old: new for item in items for old, new in health.old_keys(item)}
-    with _warned_lock:
-        fresh = sorted((old, new) for old, new in found.items() if old not in _warned)
-        _warned.update(old for old, _ in fresh)
+    fresh = sorted((old, new) for old, new in found.items() if old not in _warned)
+    _warned.update(old for old, _ in fresh)
     schema.warn_renamed(log, source, fresh)
 
 

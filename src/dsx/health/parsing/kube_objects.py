@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -50,7 +49,8 @@ class NodePolicy:
 
 
 class KubeObjectMonitor:
-    """Evaluates node policies and reports verdict changes (thread-safe)."""
+    """Evaluates node policies and reports verdict changes; one caller at a time (the node watch, or
+    `dsx sentinel monitor kube`'s loop). `errors` is a bounded deque, safe to read from another thread."""
 
     agent = AGENT
 
@@ -58,7 +58,6 @@ class KubeObjectMonitor:
         self.policies = tuple(policies)
         self._clock = clock
         self._verdicts: dict[tuple[str, str], bool] = {}
-        self._lock = threading.Lock()
         self.errors: deque[str] = deque(maxlen=100)
         """Recent evaluation errors (a policy reading a field some node lacks), newest last."""
 
@@ -68,25 +67,23 @@ class KubeObjectMonitor:
         now = self._clock()
         bindings = {"node": node, "now_seconds": now}
         events: list[HealthEvent] = []
-        with self._lock:
-            for policy in self.policies:
-                try:
-                    unhealthy = policy.predicate.test(bindings)
-                except cel.CelEvaluationError as exc:
-                    self.errors.append(f"node {name}: policy {policy.name}: {exc}")
-                    continue
-                key = (name, policy.name)
-                if self._verdicts.get(key) == unhealthy:
-                    continue
-                self._verdicts[key] = unhealthy
-                events.append(_event(policy, name, unhealthy, datetime.fromtimestamp(now, UTC)))
+        for policy in self.policies:
+            try:
+                unhealthy = policy.predicate.test(bindings)
+            except cel.CelEvaluationError as exc:
+                self.errors.append(f"node {name}: policy {policy.name}: {exc}")
+                continue
+            key = (name, policy.name)
+            if self._verdicts.get(key) == unhealthy:
+                continue
+            self._verdicts[key] = unhealthy
+            events.append(_event(policy, name, unhealthy, datetime.fromtimestamp(now, UTC)))
         return events
 
     def forget(self, node_name: str) -> None:
         """The node was deleted: drop its verdicts (a node re-created later gets a new baseline)."""
-        with self._lock:
-            for key in [k for k in self._verdicts if k[0] == node_name]:
-                del self._verdicts[key]
+        for key in [k for k in self._verdicts if k[0] == node_name]:
+            del self._verdicts[key]
 
 
 def _node_name(node: Mapping[str, Any]) -> str:
