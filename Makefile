@@ -5,7 +5,10 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 LOCK := requirements.lock
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-12)
-SOURCES := src tests bench hack
+SOURCES := src tests bench hack hatch_build.py
+# the shipped catalog compiled into the package (hatch_build.py; `pip install -e .` writes it too)
+COMPILED := src/dsx/catalog/compiled.json
+COMPILED_FROM := hatch_build.py $(shell find src/dsx/catalog/overlays src/dsx/catalog/components src/dsx/recipes src/dsx/model -type f -name '*.py' -o -type f -name '*.yaml' 2>/dev/null)
 
 .PHONY: demo test install lock lint typecheck deps imports unit fuzz bench control-plane screenshots dist image image-dsx \
   image-workload image-base clean
@@ -21,7 +24,11 @@ $(STAMP): $(PY) pyproject.toml $(LOCK)
 	$(PIP) check
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
-install: $(STAMP)
+# again when the catalog or the code that compiles it changed after the install
+$(COMPILED): $(STAMP) $(COMPILED_FROM)
+	$(PY) hatch_build.py
+
+install: $(STAMP) $(COMPILED)
 
 # Regenerate the lock: every direct and transitive dependency of .[all,collectives,dev] (plus pip and
 # hatchling) for CPython 3.11 on linux x86_64, exact versions with hashes. Commit the result.
@@ -31,7 +38,7 @@ lock: $(PY)
 	  --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	  --quiet -o $(LOCK)
 
-demo: $(STAMP)
+demo: $(STAMP) $(COMPILED)
 	$(VENV)/bin/dsx demo
 
 control-plane: $(STAMP)
@@ -52,10 +59,10 @@ deps: $(STAMP)
 imports: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 
-test: lint typecheck deps imports control-plane
+test: lint typecheck deps imports control-plane $(COMPILED)
 	$(PY) -m pytest -p no:cacheprovider
 
-unit: $(STAMP)
+unit: $(STAMP) $(COMPILED)
 	$(PY) -m pytest -p no:cacheprovider -m "not integration"
 
 # 20,000+ hostile cases per document kind and parser (tests/fuzz): no exit 8, traceback, hang or

@@ -13,9 +13,12 @@ PYTHONDONTWRITEBYTECODE, set in some sandboxes, would recompile every module on 
 the compiled files go to a temporary PYTHONPYCACHEPREFIX, not into the tree. dsx's cache is a
 temporary DSX_CACHE_DIR too (other checkouts sharing ~/.cache/dsx would evict its catalog
 cache mid-run; its chart cache starts empty, so lint reads the charts packaged in the catalog,
-as on a fresh install). A warm-up round fills the bytecode, the compiled catalog and the parsed
-chart data first, as any second run of dsx finds them. Run with `make bench` or `python bench/run.py cli`;
-`DSX_BENCH_CLI_RUNS` changes the number of rounds (default 21).
+as on a fresh install). A warm-up round fills the bytecode and the parsed chart data first,
+as any second run of dsx finds them (the catalog comes compiled in the package). Run with
+`make bench` or `python bench/run.py cli`;
+`DSX_BENCH_CLI_RUNS` changes the number of rounds (default 21). With `DSX_BENCH_AICR` naming an
+`aicr` binary, its recipe, query and bundle run in the same rounds, and the CPU ratio to each is
+printed against issue 33's goal (recipe and query within 1x, bundle within 2x).
 """
 
 from __future__ import annotations
@@ -35,7 +38,11 @@ import dsx
 CRITERIA = ["--service", "eks", "--accelerator", "h100", "--os", "ubuntu", "--intent", "training"]
 SELECTOR = "components.gpu-operator.values.driver.version"
 TARGETS_S = {"recipe": 0.1, "query": 0.1, "bundle": 0.3}
-CONSOLE_SCRIPT = "import sys; from dsx.cli.entry import main; sys.exit(main())"
+AICR_CPU_RATIO = {"recipe": 1.0, "query": 1.0, "bundle": 2.0}
+"""Issue 33's goal: dsx's median CPU time at most this many times AICR's on the same command."""
+AICR_ENV = "DSX_BENCH_AICR"
+"""Path of an `aicr` binary (NVIDIA/aicr, `go build -mod=vendor ./cmd/aicr`): its commands join every round."""
+CONSOLE_SCRIPT = "import sys; from dsx.cli.main import main; sys.exit(main())"
 """What the `dsx` entry point of pyproject.toml runs."""
 
 
@@ -93,6 +100,17 @@ def measure(rounds: int) -> list[Samples]:
             Samples("query", [*dsx_argv, "query", *CRITERIA, "--selector", SELECTOR]),
             Samples("bundle", [*dsx_argv, "bundle", "--recipe", str(recipe_file), "--output", str(work / "bundle")]),
         ]
+        aicr = os.environ.get(AICR_ENV)
+        if aicr:
+            aicr_recipe = work / "aicr-recipe.yaml"
+            subprocess.run(
+                [aicr, "recipe", *CRITERIA, "-o", str(aicr_recipe)], env=env, check=True, capture_output=True
+            )
+            commands += [
+                Samples("aicr recipe", [aicr, "recipe", *CRITERIA]),
+                Samples("aicr query", [aicr, "query", *CRITERIA, "--selector", SELECTOR]),
+                Samples("aicr bundle", [aicr, "bundle", "--recipe", str(aicr_recipe), "--output", str(work / "aicr")]),
+            ]
         for command in commands:  # warm-up: bytecode, page cache, catalog cache
             _run(command.argv, env, work)
         for _ in range(rounds):
@@ -124,6 +142,14 @@ def report(commands: list[Samples]) -> None:
             f"{statistics.median(command.cpus_s) * 1000:7.1f}ms{verdict:>12}  {load}"
         )
         print(f"  $ {_shown(command.argv)}")
+    by_label = {command.label: command for command in commands}
+    for label, ratio in AICR_CPU_RATIO.items():
+        theirs = by_label.get(f"aicr {label}")
+        if theirs is None:
+            continue
+        ours_cpu, their_cpu = statistics.median(by_label[label].cpus_s), statistics.median(theirs.cpus_s)
+        verdict = "ok" if ours_cpu <= ratio * their_cpu else "MISSED"
+        print(f"cpu {label}: dsx/aicr = {ours_cpu / their_cpu:.2f} (goal <= {ratio:.0f}x) {verdict}")
     now = os.getloadavg()
     print(f"load average now: {now[0]:.2f} {now[1]:.2f} {now[2]:.2f} (targets hold at load < 1)")
 

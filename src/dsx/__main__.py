@@ -1,6 +1,6 @@
 """`python -m dsx` runs the CLI."""
 
-from dsx.cli.entry import main
+from dsx.cli.main import main
 
 if __name__ == "__main__":
     main()

@@ -1,29 +1,25 @@
 """Checked data kept between runs as `marshal` files keyed by the hash of their sources.
 
-The one home for dsx's start-up caches: the compiled recipe catalog (`dsx.recipes.compiled`)
-and parsed chart data (`dsx.charts.sources`). Each is rebuilt from files that are read and
-checked on a miss (YAML, schemas), and is a few milliseconds to load on a hit. A cache file's
+Its one user is the parsed chart data lint reads (`dsx.charts.directory`): charts in the user's
+chart cache change whenever a chart is fetched, so, unlike the recipe catalog (compiled once at
+build time, `dsx.recipes.compiled`), what they parse into is kept per content. It is rebuilt
+from files that are read and checked on a miss (YAML, schemas), and is a few milliseconds to
+load on a hit. A cache file's
 name holds its stem (what it caches), a key (a hash of every source file's path and bytes, so
 an edited source is a miss) and the interpreter's cache tag; its content holds a version, so a
 changed shape is a miss too.
 
 `marshal` rather than JSON: it loads several times faster and needs no import. The files are
 trusted as `__pycache__` is (same user, same folder rules). An unreadable, foreign or stale file
-is a miss; an unwritable folder or data marshal cannot hold (a YAML timestamp) only costs speed.
-This module imports nothing beyond the interpreter's own start-up set: `dsx recipe`'s fast path
-reads the catalog through it.
-"""
+is a miss; an unwritable folder or data marshal cannot hold (a YAML timestamp) only costs speed."""
 
 from __future__ import annotations
 
 import marshal
 import os
 import sys
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import Any
+from collections.abc import Iterable
+from typing import Any
 
 _MARK = "dsx-marshal-cache"
 

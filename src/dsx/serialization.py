@@ -16,6 +16,7 @@ Every refusal is a `BadInputError` naming the file, the field and the limit.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -24,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import rfc8785
 import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from dsx import emit
 from dsx.errors import BadInputError, NotFoundError
 
 _DOUBLE_QUOTED_ONLY = re.compile("[\r\x85\u2028\u2029]")
@@ -84,6 +85,12 @@ else:
         _CDumper.add_representer(str, _represent_str)
 
 
+def plain_text(text: str) -> bool:
+    """Text both of PyYAML's emitters write unescaped: printable (no control or format characters,
+    NEL, LS, PS, BOM or surrogates; line feeds aside) and within the BMP."""
+    return text.replace("\n", "").isprintable() and (text.isascii() or max(text) <= "\uffff")
+
+
 _SHORT_KEY_BYTES = 100
 """Keys shorter stay simple keys in both emitters (the limit is 128: PyYAML counts characters
 and the tag, libyaml bytes)."""
@@ -95,7 +102,7 @@ def _libyaml_writes_same(data: Any) -> bool:
 
     They part on a top-level scalar and a keep-chomped literal (`|+`; libyaml adds `...`),
     on empty, multi-line or long keys (PyYAML writes `? key`, libyaml a simple key), and on
-    text that is not `emit.plain_text` (lone surrogates pass through libyaml unescaped). Such a
+    text that is not `plain_text` (lone surrogates pass through libyaml unescaped). Such a
     document takes the pure-Python emitter; tests/unit/test_serialization.py holds the two
     to the same bytes on generated documents.
     """
@@ -105,12 +112,12 @@ def _libyaml_writes_same(data: Any) -> bool:
     while stack:
         value = stack.pop()
         if isinstance(value, str):
-            if value.endswith("\n\n") or value == "\n" or not emit.plain_text(value):
+            if value.endswith("\n\n") or value == "\n" or not plain_text(value):
                 return False
         elif isinstance(value, dict):
             for key in value:
                 if isinstance(key, str):
-                    if not key or "\n" in key or not emit.plain_text(key):
+                    if not key or "\n" in key or not plain_text(key):
                         return False
                     if len(key.encode()) >= _SHORT_KEY_BYTES:
                         return False
@@ -127,12 +134,9 @@ def _libyaml_writes_same(data: Any) -> bool:
 def dump_yaml(data: Any) -> str:
     """YAML text for Kubernetes/Helm consumers; same input → same bytes (whichever emitter writes them).
 
-    `dsx.emit.block_yaml` writes the documents it can vouch for (every recipe and bundle file)
-    without PyYAML's per-node work; libyaml's emitter or PyYAML's own writes the rest.
+    libyaml's emitter (PyYAML's C dumper) writes what it writes exactly as PyYAML's pure-Python
+    one does (`_libyaml_writes_same`), at a fraction of the cost; PyYAML's own writes the rest.
     """
-    text = emit.block_yaml(data)
-    if text is not None:
-        return text
     dumper = _CDumper if _CDumper is not None and _libyaml_writes_same(data) else _Dumper
     return _dump(data, dumper)
 
@@ -155,8 +159,29 @@ def dump_yaml_documents(documents: list[Any]) -> str:
 
 
 def dump_json(data: Any) -> str:
-    """Pretty JSON with stable indentation and a trailing newline (`dsx.emit.dump_json`)."""
-    return emit.dump_json(data)
+    """Pretty JSON with stable indentation and a trailing newline.
+
+    JSON has no NaN or Infinity (strict parsers reject Python's spelling of them), so a
+    non-finite number is refused naming where it is rather than written.
+    """
+    try:
+        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        where = _non_finite_field(data)
+        raise BadInputError(f"cannot write JSON: {where}: not a finite number; JSON has no NaN or Infinity") from None
+
+
+def _non_finite_field(data: Any) -> str:
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return _field(path)
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, f"{path}[{n}]") for n, v in enumerate(value))
+    return "(unknown field)"
 
 
 def canonical_json(data: Any) -> bytes:
@@ -165,11 +190,6 @@ def canonical_json(data: Any) -> bytes:
     Integers beyond ±(2^53 − 1) have no exact JSON (IEEE double) form; Helm and Kubernetes
     would round them too, so they are rejected as bad input rather than silently changed.
     """
-    fast = emit.canonical_json(data)
-    if fast is not None:
-        return fast
-    import rfc8785  # floats and big integers only: `dsx.emit` writes the rest
-
     try:
         return rfc8785.dumps(data)
     except rfc8785.IntegerDomainError as exc:
@@ -180,7 +200,7 @@ def canonical_json(data: Any) -> bytes:
 
 def digest(data: Any) -> str:
     """`sha256:<hex>` of the canonical JSON of `data`."""
-    return emit.digest(data)
+    return "sha256:" + hashlib.sha256(canonical_json(data)).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -279,7 +299,10 @@ def _path(trail: _Trail) -> str:
 
 
 def _field(path: str) -> str:
-    return emit.field_label(path)
+    """A field path as error messages show it: cut at 120 characters, `(top level)` when empty."""
+    if len(path) > 120:
+        return path[:117] + "..."
+    return path or "(top level)"
 
 
 def _check_scalar(node: ScalarNode, trail: _Trail, constructor: _Loader) -> None:

@@ -38,34 +38,14 @@ OTHER_VERBS = {
 NOT_ON_THE_RESOLVE_PATH = {
     "logging",  # dsx.logs: long-running commands only
     "dsx.logs",
-    "dsx.atomic",  # writing -o FILE or the catalog cache, not stdout
+    "dsx.recipes.catalog",  # loading and checking the catalog's YAML: the package carries it compiled
     "dsx.model.snapshot",  # --snapshot only
     "dsx.model.aicr",  # --snapshot / --config only
 }
 
-FAST_PATH_BANNED = {
-    "click",  # the fast path parses plain `recipe`/`query` flags itself (dsx.cli.entry)
-    "yaml",  # dsx.emit writes recipe YAML; PyYAML only for what it declines
-    "rfc8785",  # dsx.emit writes canonical JSON for the digest
-    "msgspec",  # the compiled catalog is plain data: no schema decoding on a cache hit
-    "typing",  # with `re` and `functools`: ~10 ms; modules on the path import it for type checking only
-    "re",  # no pattern compiled on the path (selector tokens and number checks on demand)
-    "dataclasses",  # imports `inspect`
-    "inspect",
-    "enum",
-    "pathlib",
-    "logging",
-    "dsx.model.recipe",  # the recipe document is written as resolved, without model objects
-    "dsx.model.criteria",
-    "dsx.recipes.catalog",  # loading and checking YAML: only on a compiled-cache miss
-    "dsx.serialization",
-    "dsx.settings.folders",  # the folder rule is read as text (dsx.settings.cache_root); no PathSettings
-}
-"""What the console script must not load for a plain `dsx recipe` or `dsx query` (docs/cli-startup.md)."""
-
 _CHILD = """
 import sys
-from dsx.cli.ENTRY import main
+from dsx.cli.main import main
 try:
     main(sys.argv[1:])
 except SystemExit as exc:
@@ -78,15 +58,11 @@ print(json.dumps({"code": code, "modules": modules}), file=sys.stderr)
 """
 
 
-def _run(args: list[str], tmp_path: Path, entry: str = "main") -> tuple[set[str], str]:
-    """The modules a fresh `dsx ARGS` process has loaded when it finishes (it must succeed), and its stdout.
-
-    `entry` "main" starts at `dsx.cli.main` (click loaded first), "entry" as the console script does.
-    """
+def _run(args: list[str], tmp_path: Path) -> tuple[set[str], str]:
+    """The modules a fresh `dsx ARGS` process has loaded when it finishes (it must succeed), and its stdout."""
     env = dict(os.environ, PYTHONPATH=str(SRC), DSX_CACHE_DIR=str(tmp_path / "cache"))
-    child = _CHILD.replace("ENTRY", entry)
     done = subprocess.run(
-        [sys.executable, "-c", child, *args], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
+        [sys.executable, "-c", _CHILD, *args], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
     )
     report = json.loads(done.stderr.strip().splitlines()[-1])
     assert report["code"] == 0, done.stderr
@@ -111,39 +87,9 @@ def _offending(modules: set[str], banned: set[str]) -> list[str]:
     ids=["recipe", "query", "recipe-json"],
 )
 def test_resolving_commands_load_no_other_verbs_code(args: list[str], tmp_path: Path) -> None:
-    # twice: the first run fills the catalog cache (and may import what writing it needs)
-    _modules_after(args, tmp_path)
     modules = _modules_after(args, tmp_path)
     assert "dsx.recipes.resolve" in modules  # it did resolve
     assert _offending(modules, HEAVY | OTHER_VERBS | NOT_ON_THE_RESOLVE_PATH) == []
-
-
-@pytest.mark.parametrize(
-    ("args", "allowed"),
-    [
-        (["recipe", *CRITERIA], set()),
-        (["recipe", *CRITERIA, "--platform", "kubeflow", "--strict"], set()),
-        (["query", *CRITERIA, "--selector", "components.gpu-operator.values.driver.version"], set()),
-        (["query", *CRITERIA, "--selector", "components.gpu-operator.values.driver"], set()),
-        (["recipe", *CRITERIA, "--format", "json"], {"re", "enum"}),  # the json module compiles its patterns
-    ],
-    ids=["recipe", "recipe-strict", "query", "query-map", "recipe-json"],
-)
-def test_the_console_script_runs_plain_recipe_and_query_on_the_fast_path(
-    args: list[str], allowed: set[str], tmp_path: Path
-) -> None:
-    first, output = _run(args, tmp_path, entry="entry")  # fills the compiled-catalog cache
-    assert "dsx.recipes.catalog" in first  # a miss loads and checks the catalog
-    modules, again = _run(args, tmp_path, entry="entry")
-    assert again == output and output
-    assert {"dsx.cli.entry", "dsx.recipes.resolve", "dsx.recipes.compiled"} <= modules
-    assert _offending(modules, FAST_PATH_BANNED - allowed) == []
-
-
-def test_an_unusual_flag_still_gets_click(tmp_path: Path) -> None:
-    modules, output = _run(["recipe", *CRITERIA, "--format", "table"], tmp_path, entry="entry")
-    assert "click" in modules and "dsx.cli.recipe_cmd" in modules
-    assert "gpu-operator" in output
 
 
 def test_unsigned_bundle_loads_neither_signing_nor_cluster_code(tmp_path: Path) -> None:
@@ -154,15 +100,6 @@ def test_unsigned_bundle_loads_neither_signing_nor_cluster_code(tmp_path: Path) 
     banned = (HEAVY - {"jsonschema"}) | {"dsx.signing", "dsx.kube", "dsx.store", "dsx.api", "dsx.logs"}
     # jsonschema loads only for a chart that ships values.schema.json
     assert _offending(modules, banned) == []
-
-
-def test_the_console_script_bundles_without_click(tmp_path: Path) -> None:
-    recipe = tmp_path / "recipe.yaml"
-    _run(["recipe", *CRITERIA, "-o", str(recipe)], tmp_path, entry="entry")
-    modules, output = _run(["bundle", "--recipe", str(recipe), "--output", str(tmp_path / "bundle")], tmp_path, "entry")
-    assert output.startswith("wrote helm bundle")
-    assert {"dsx.cli.bundle_run", "dsx.bundles.render", "dsx.lint.check"} <= modules  # it rendered and linted
-    assert _offending(modules, {"click", "dsx.cli.main", "dsx.cli.bundle_cmd", "dsx.cli.recipe_cmd"}) == []
 
 
 def test_help_lists_every_command_without_loading_any(tmp_path: Path) -> None:

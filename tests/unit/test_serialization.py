@@ -8,7 +8,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsx import emit, serialization
+from dsx import serialization
 from dsx.errors import BadInputError, NotFoundError
 
 YAML11_TRAPS = ["on", "off", "yes", "no", "y", "n", "true", "NO", "1.10", "0755", "1e3", "~", "null", "12:30"]
@@ -295,51 +295,11 @@ def test_dump_yaml_is_byte_identical_to_the_pure_python_emitter(value: object) -
     assert serialization.dump_yaml(value) == serialization._dump(value, serialization._Dumper)
 
 
-number_like = st.text(st.sampled_from(list("0123456789.-+_:eExobZTdGi ")), min_size=1, max_size=8)
-writer_documents = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | emitter_text | number_like,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(emitter_text | number_like, children, max_size=4),
-    max_leaves=20,
-)
-
-
-@given(writer_documents)
-def test_dsx_emit_writes_the_pure_python_bytes_or_declines(value: object) -> None:
-    """`dsx.emit.block_yaml` (no PyYAML import) answers the reference bytes, or None to hand the document on."""
-    written = emit.block_yaml(value)
-    assert written is None or written == serialization._dump(value, serialization._Dumper)
-
-
-@pytest.mark.parametrize(
-    "value",
-    ["1.30", "109", "-7", "0", "580.105.08", "15d", "10Gi", "-.5", "a: b", "'q'", "yes", "", " lead", "line \nnext"],
-)
-def test_dsx_emit_writes_recipe_scalars_itself(value: str) -> None:
-    assert emit.block_yaml({"k": [value]}) == serialization._dump({"k": [value]}, serialization._Dumper)
-
-
-canonical_documents = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
-    max_leaves=20,
-)
-
-
-@given(canonical_documents)
-def test_dsx_emit_canonical_json_is_rfc8785_or_declines(value: object) -> None:
-    import rfc8785
-
-    written = emit.canonical_json(value)
-    assert written is None or written == rfc8785.dumps(value)
-
-
 def test_a_recipe_takes_the_libyaml_emitter() -> None:
-    """The fast path is the one `dsx recipe` and `dsx bundle` take (PyYAML's wheel ships libyaml)."""
+    """libyaml's emitter is the one `dsx recipe` and `dsx bundle` take (PyYAML's wheel ships it)."""
     from dsx.model.criteria import Criteria
     from dsx.recipes import resolve
 
     document = resolve.resolve(Criteria().overridden_by({"service": "eks", "accelerator": "h100"})).to_dict()
     assert serialization._CDumper is not None
     assert serialization._libyaml_writes_same(document)
-    assert emit.block_yaml(document) is not None  # and dsx's own writer before it
-    assert emit.canonical_json(document) is not None

@@ -12,7 +12,6 @@ import pytest
 
 from dsx import settings
 from dsx.cli import main
-from dsx.recipes import catalog, compiled
 from dsx.settings import folders
 
 
@@ -82,9 +81,11 @@ def test_inside_an_entry_point_paths_is_what_the_entry_point_read(monkeypatch: p
 RECIPE = ["recipe", "--service", "eks", "--accelerator", "h100", "--intent", "training"]
 
 
-def test_dsx_cache_dir_places_the_cli_cache_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`DSX_CACHE_DIR` read by the CLI's entry point decides where a command caches, as it always did
-    (click's path: `--debug` sends even `dsx recipe` there)."""
+def test_the_cli_reads_the_environment_once_and_recipe_caches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry point reads `DSX_CACHE_DIR` once; `dsx recipe` writes nothing there, as the shipped
+    catalog comes compiled inside the package (`dsx.recipes.compiled`)."""
     monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
     seen: list[Path] = []
     real = folders.from_env
@@ -95,21 +96,9 @@ def test_dsx_cache_dir_places_the_cli_cache_as_before(tmp_path: Path, monkeypatc
         return found
 
     monkeypatch.setattr(folders, "from_env", spy)
-    catalog.load.cache_clear()  # an earlier test in this process may have loaded the catalog already
-    monkeypatch.setattr(compiled, "_loaded", {})  # and its compiled form
-    with pytest.raises(SystemExit) as exit_info:
-        main.main(["--debug", *RECIPE, "-o", str(tmp_path / "r.yaml")])
-    assert exit_info.value.code == 0
-    assert seen == [tmp_path / "cache"]  # read once, at the entry point
-    assert list((tmp_path / "cache" / "recipes").glob("catalog-*.json"))
-
-
-def test_the_fast_path_caches_under_dsx_cache_dir_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Plain `dsx recipe` runs without click or `dsx.settings.folders` (dsx.cli.entry); its compiled
-    catalog goes to the same folder (`settings.cache_root`, the rule `folders.from_env` uses)."""
-    monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(compiled, "_loaded", {})  # an earlier test may have loaded it in this process
     with pytest.raises(SystemExit) as exit_info:
         main.main([*RECIPE, "-o", str(tmp_path / "r.yaml")])
     assert exit_info.value.code == 0
-    assert list((tmp_path / "cache" / "recipes").glob("compiled-*.marshal"))
+    assert seen == [tmp_path / "cache"]  # read once, at the entry point
+    assert (tmp_path / "r.yaml").read_text(encoding="utf-8").startswith("apiVersion: ")
+    assert not (tmp_path / "cache").exists()

@@ -23,9 +23,8 @@ def register(api: FastAPI, settings: ApiSettings) -> None:
 def check_ready(settings: ApiSettings) -> None:
     """Raise when a dependency the API needs is not usable; /readyz turns that into 503."""
     from dsx.recipes import catalog
-    from dsx.settings import folders
 
-    catalog.load(cache_dir=folders.paths().cache_dir)
+    catalog.load()
     module = _optional("routes_sentinel")
     if module is not None and settings.store_url:
         module.check_ready(settings)

@@ -16,7 +16,6 @@ from dsx.bundles import render as bundle_render
 from dsx.model import criteria
 from dsx.model import recipe as recipe_model
 from dsx.recipes import inputs, resolve, selector
-from dsx.settings import folders
 
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 """Fixed zip entry time so the same recipe gives the same archive bytes."""
@@ -84,10 +83,9 @@ _CRITERIA_FLAGS = ("service", "accelerator", "os", "intent", "platform", "nodes"
 def _recipe_for(body: CriteriaBody) -> recipe_model.Recipe:
     flags = {name: getattr(body, name) for name in _CRITERIA_FLAGS}
     gathered = inputs.gather(flags)
-    cache_dir = str(folders.paths().cache_dir)
-    result = resolve.resolve(gathered.criteria, cache_dir=cache_dir)
+    result = resolve.resolve(gathered.criteria)
     if body.strict:
-        resolve.require_validated(result, cache_dir=cache_dir)
+        resolve.require_validated(result)
     return result
 
 

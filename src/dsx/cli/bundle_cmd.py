@@ -6,18 +6,24 @@ be made straight from criteria without an intermediate file.
 
 from __future__ import annotations
 
-import functools
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from dsx.cli import bundle_run, recipe_cmd, signing_cmd
-from dsx.cli.bundle_run import DEPLOYERS
-from dsx.errors import BadInputError
+from dsx import settings
+from dsx.cli import recipe_cmd, signing_cmd
+from dsx.errors import BadInputError, CheckFailedError
 
 if TYPE_CHECKING:
     from dsx.bundles.overrides import Overrides
+    from dsx.model.recipe import Recipe
+    from dsx.settings.folders import PathSettings
+
+DEPLOYERS = ("helm", "argocd", "argocd-helm", "flux", "helmfile")
+"""`--deployer`'s values: `dsx.bundles.options.Deployer`'s (a test holds them equal), spelt here so
+that `dsx bundle --help` does not import the renderers."""
 
 
 def parse_overrides(
@@ -126,6 +132,9 @@ def bundle(
     Overrides: --set gpu-operator.driver.version=580.105.08
     --accelerated-node-toleration nvidia.com/gpu=present:NoSchedule (see docs/bundles.md)
     """
+    from dsx import file_tree as tree
+    from dsx.bundles import overrides, render
+    from dsx.bundles.options import PLACEHOLDER_REPO_URL, BundleOptions, Deployer
     from dsx.settings import folders
 
     if sign != bool(key_path):
@@ -135,19 +144,46 @@ def bundle(
     chosen = parse_overrides(
         set_values, system_selectors, system_tolerations, accelerated_selectors, accelerated_tolerations
     )
-    created_at = bundle_run.source_date(os.environ)
+    created_at = settings.source_date(os.environ)
     recipe = recipe_cmd.recipe_or_criteria(recipe_path, criteria, required=True)
-    request = bundle_run.BundleRequest(
-        output=output,
-        paths=folders.paths(),
-        deployer=deployer,
-        repo_url=repo_url,
-        revision=revision,
-        repo_path=repo_path,
-        created_at=created_at,
-        overrides=chosen,
-        lint=not no_lint,
-        load_signer=functools.partial(signing_cmd.load_signer, key_path, passphrase_env) if key_path else None,
-        sign_revision=sign_revision,
+    digest = recipe.content_digest()
+    if recipe.metadata.digest and recipe.metadata.digest != digest:  # recipe.verify_digest(), reusing `digest`
+        click.echo(
+            f"dsx: warning: {recipe.source}: metadata.digest does not match the content (edited by hand?); "
+            "the bundle records the digest of the content",
+            err=True,
+        )
+    if not no_lint:
+        lint_gate(overrides.apply(recipe, chosen), folders.paths())  # what the bundle deploys
+    # after lint: a refused recipe never asks for the key
+    signer = signing_cmd.load_signer(key_path, passphrase_env) if key_path else None
+    if not repo_url and deployer in (Deployer.ARGOCD, Deployer.ARGOCD_HELM):
+        click.echo(
+            f"dsx: warning: no --repo given; the app-of-apps points at {PLACEHOLDER_REPO_URL}: "
+            "replace it before applying",
+            err=True,
+        )
+    options = BundleOptions(
+        repo_url=repo_url, revision=revision, repo_path=repo_path, created_at=created_at, overrides=chosen
     )
-    bundle_run.make_bundle(recipe, request)
+    files = render.render(recipe, Deployer(deployer), options)
+    if signer is not None:
+        # only when signing: an unsigned bundle needs none of dsx.signing
+        from dsx.signing import attest, provenance
+
+        files = attest.attest_bundle(files, signer, provenance.Freshness(sign_revision, created_at))
+    tree.write_tree(files, Path(output))
+    click.echo(f"wrote {deployer} bundle {output}: {len(files.files)} files, recipe {digest}")
+    if signer is not None:
+        click.echo(f"signed by key {signer.key_id}")
+
+
+def lint_gate(recipe: Recipe, paths: PathSettings) -> None:
+    """Refuse to bundle values the target charts would silently ignore (offline: cache and catalog)."""
+    import dsx.lint as lint
+    from dsx.charts import sources
+
+    report = lint.lint_recipe(recipe, sources.default_source(offline=True, paths=paths))
+    if not report.ok:
+        click.echo(report.text(), err=True, nl=False)
+        raise CheckFailedError(f"lint failed with {len(report.findings)} finding(s); fix the recipe or pass --no-lint")

@@ -1,8 +1,7 @@
 """Root command, lazy subcommand loading and the one place errors become exit codes.
 
-The console script starts in `dsx.cli.entry`, which runs plain `dsx recipe` and `dsx query`
-without importing this module (or click); `main` here tries that fast path first too, so every
-caller of `main` gets the same behaviour.
+`main` is the console script (pyproject.toml) and `python -m dsx`: every command goes through
+click, and every error leaves through `report`.
 """
 
 from __future__ import annotations
@@ -10,12 +9,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from types import ModuleType
+from typing import NoReturn
 
 import click
 
 from dsx import extras
-from dsx.cli import entry
-from dsx.errors import DsxError
+from dsx.errors import DsxError, InternalError
 from dsx.settings import folders
 
 # command name → "module:attribute"; a module is imported only when its command runs.
@@ -96,9 +96,8 @@ def _print_version(ctx: click.Context) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn every error into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
-    entry.run_fast(args)  # exits when it ran the command
     debug = "--debug" in args
-    logs = entry.loaded_logs()
+    logs = loaded_logs()
     if logs is not None:
         logs.reset()
     try:
@@ -120,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     except DsxError as exc:
         if debug:
             raise
-        entry.report(exc)
+        report(exc)
     except KeyboardInterrupt:
         click.echo("dsx: interrupted", err=True)
         sys.exit(130)
@@ -130,8 +129,29 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         # an optional extra imported where the command runs, not where it is loaded: not a bug
-        entry.report(entry.internal(exc))
+        report(internal(exc))
     sys.exit(0)
+
+
+def internal(exc: Exception) -> DsxError:
+    """An unexpected exception as the error a user sees: a missing optional extra, or a bug."""
+    missing = extras.missing(exc, needed_by="this command") if isinstance(exc, ModuleNotFoundError) else None
+    return missing or InternalError(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
+
+
+def report(error: DsxError) -> NoReturn:
+    """One line and the exit code: a JSON record when the command logs JSON (--log-format json)."""
+    logs = loaded_logs()
+    if logs is not None and logs.json_active():
+        logs.fatal(error, error.exit_code)
+    else:
+        click.echo(f"dsx: error: {error}", err=True)
+    sys.exit(error.exit_code)
+
+
+def loaded_logs() -> ModuleType | None:
+    """`dsx.logs` when some command has loaded it; until then nothing can have configured logging."""
+    return sys.modules.get("dsx.logs")
 
 
 def run_result(exit_code: int) -> None:

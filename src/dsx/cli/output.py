@@ -1,21 +1,18 @@
-"""Output formats shared by every read command: `--format yaml|json|table` and `-o FILE`.
-
-Writing imports neither click nor PyYAML (`dsx.emit` writes YAML), so the CLI's fast path
-(`dsx.cli.entry`) can use it; only the option decorators need click.
-"""
+"""Output formats shared by every read command: `--format yaml|json|table` and `-o FILE`."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
 
+import click
+
+from dsx import atomic, serialization
 from dsx.errors import BadInputError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
-if TYPE_CHECKING:
-    from typing import Any, TypeVar
-
-    F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., Any])
 
 FORMATS = ("yaml", "json", "table")
 
@@ -27,8 +24,6 @@ def format_options(func: F) -> F:
 
 def format_options_for(formats: Sequence[str]) -> Callable[[F], F]:
     """`format_options` with the command's own choice of formats (the first one is the default)."""
-
-    import click
 
     def decorate(func: F) -> F:
         func = click.option(
@@ -54,14 +49,12 @@ def format_options_for(formats: Sequence[str]) -> Callable[[F], F]:
 
 def render(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> str:
     """Text of `data` in the chosen format; `table` renders the table form when given."""
-    from dsx import emit  # here, not at the top: every command module imports this one
-
     fmt = fmt.lower()
     if fmt == "json":
-        return emit.dump_json(data)
+        return serialization.dump_json(data)
     if fmt == "table":
         return table(data) if table else generic_table(data)
-    return emit.dump_yaml(data)
+    return serialization.dump_yaml(data)
 
 
 def write(text: str, output: str | None) -> None:
@@ -75,16 +68,12 @@ def write(text: str, output: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    from pathlib import Path
-
     path = Path(str(output))
     try:
         if path.exists() and not path.is_file() and not path.is_dir():
             with open(path, "w", encoding="utf-8") as stream:
                 stream.write(text)
             return
-        from dsx import atomic
-
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_file(path, text)
     except OSError as exc:
@@ -136,7 +125,5 @@ def _cell(value: Any) -> str:
     if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
         return ", ".join(_cell(v) for v in value)
     if isinstance(value, dict | list):
-        from dsx import serialization
-
         return serialization.dump_json(value).replace("\n", " ").replace("  ", "")
     return "" if value is None else str(value)

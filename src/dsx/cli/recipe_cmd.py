@@ -70,10 +70,30 @@ def criteria_options(func: F) -> F:
     return func
 
 
+def document_from_flags(params: dict[str, Any], strict: bool) -> dict[str, Any]:
+    """The recipe document the criteria flags (and --config, --snapshot) ask for: what `dsx recipe`
+    writes and `dsx query` reads, with no model object between."""
+    from dsx.recipes import resolve
+
+    document = resolve.document(_criteria_from_flags(params).to_dict())
+    if strict:
+        meta = document["metadata"]
+        resolve.check_validated(meta["name"], meta["criteria"], meta["unvalidatedCriteria"])
+    return document
+
+
 def resolve_from_flags(params: dict[str, Any], strict: bool) -> Any:
-    """The recipe the criteria flags (and --config, --snapshot) ask for; shared by every command taking them."""
-    from dsx.recipes import inputs, resolve
-    from dsx.settings import folders
+    """The recipe the criteria flags (and --config, --snapshot) ask for, for commands that use it (lint, bundle)."""
+    from dsx.recipes import resolve
+
+    recipe = resolve.resolve(_criteria_from_flags(params))
+    if strict:
+        resolve.require_validated(recipe)
+    return recipe
+
+
+def _criteria_from_flags(params: dict[str, Any]) -> Any:
+    from dsx.recipes import inputs
 
     flags = {
         "service": params["service"],
@@ -86,11 +106,7 @@ def resolve_from_flags(params: dict[str, Any], strict: bool) -> Any:
     gathered = inputs.gather(flags, config_path=params["config_path"], snapshot_path=params["snapshot_path"])
     for warning in gathered.warnings:
         click.echo(f"dsx: warning: {warning}", err=True)
-    cache_dir = str(folders.paths().cache_dir)
-    recipe = resolve.resolve(gathered.criteria, cache_dir=cache_dir)
-    if strict:
-        resolve.require_validated(recipe, cache_dir=cache_dir)
-    return recipe
+    return gathered.criteria
 
 
 def recipe_or_criteria(recipe_path: str | None, params: dict[str, Any], *, required: bool = False) -> Any:
@@ -158,8 +174,7 @@ def recipe(ctx: click.Context, /, strict: bool, fmt: str, output: str | None, **
                 f" {ctx.invoked_subcommand!r} (dsx recipe {ctx.invoked_subcommand} --help lists them)"
             )
         return
-    result = resolve_from_flags(params, strict)
-    cli_output.emit(result.to_dict(), fmt, output, table=_components_table)
+    cli_output.emit(document_from_flags(params, strict), fmt, output, table=_components_table)
 
 
 LIST_FORMATS = ("table", "yaml", "json")
@@ -253,6 +268,6 @@ def query(selector: str, recipe_path: str | None, fmt: str, output: str | None, 
     """
     from dsx.recipes import selector as selector_module
 
-    resolved = recipe_or_criteria(recipe_path, params)
+    resolved = recipe_or_criteria(recipe_path, params) if recipe_path else document_from_flags(params, strict=False)
     value = selector_module.select(selector_module.hydrated(resolved), selector)
     cli_output.emit_selected(value, fmt, output)

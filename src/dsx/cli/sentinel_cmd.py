@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dsx import settings
-from dsx.cli import entry, sentinel_render
+from dsx.cli import main as cli_main
 from dsx.cli import output as cli_output
+from dsx.cli import sentinel_render
 from dsx.cli.params import INT64_MAX, FiniteFloatRange, log_format_option
 from dsx.cli.sentinel_parse_cmd import parse
 from dsx.cli.sentinel_report_cmd import report
@@ -397,7 +398,7 @@ def run(
     interrupts.wait_for_stop(sentinel_runtime.finished)
     if sentinel_runtime.refusal is not None:  # another sentinel acts on the store (dsx.health.decisions.actor)
         try:
-            entry.report(sentinel_runtime.refusal)  # the one-line error every command prints
+            cli_main.report(sentinel_runtime.refusal)  # the one-line error every command prints
         except SystemExit:
             os._exit(sentinel_runtime.refusal.exit_code)  # not sys.exit: the Lease loop is still running
     if sentinel_runtime.leadership_lost.is_set():

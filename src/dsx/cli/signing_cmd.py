@@ -81,8 +81,8 @@ def sign(key_path: str, passphrase_env: str, revision: int | None, path: str) ->
     The signed statement records when it was signed (SOURCE_DATE_EPOCH when set, else now) and
     --revision when given, so an older signed copy can be refused (`dsx verify --min-revision`).
     """
-    from dsx.cli.bundle_run import source_date
     from dsx.files import signing as signing_files
+    from dsx.settings import source_date
     from dsx.signing import provenance
 
     signer = load_signer(key_path, passphrase_env)

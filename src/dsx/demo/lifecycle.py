@@ -36,7 +36,6 @@ from dsx.kube.client import KubeClient, Taint
 from dsx.model import certification as certification_model
 from dsx.model import recipe as recipe_model
 from dsx.recipes import inputs, resolve
-from dsx.settings import folders
 from dsx.signing import keys
 from dsx.signing.signer import Algorithm
 from dsx.signing.verdict import TrustLevel
@@ -201,7 +200,7 @@ class Demo:
 
     def _recipe(self) -> str:
         gathered = inputs.gather(dict(CRITERIA, nodes=str(NODE_COUNT)), config_path=None, snapshot_path=None)
-        recipe = resolve.resolve(gathered.criteria, cache_dir=str(folders.paths().cache_dir))
+        recipe = resolve.resolve(gathered.criteria)
         target = self.path(Artifact.RECIPE)
         target.write_text(serialization.dump_yaml(recipe.to_dict()), encoding="utf-8")
         self.recipe = recipe_model.load(str(target))

@@ -1,7 +1,7 @@
 """Recipe criteria: the five environment dimensions (plus node count) a recipe is resolved for.
 
 The table of dimensions and allowed values, and the parsing of user mappings against it, live
-in `dsx.model.dimensions` (light enough for the CLI's fast path) and are re-exported here; this
+in `dsx.model.dimensions` and are re-exported here; this
 module adds the `Criteria` value the engine and the API pass around.
 """
 

@@ -6,19 +6,15 @@ allowed value is a one-line change (tests/unit/recipes/test_criteria_table.py pr
 Values are case-insensitive; `any` is the wildcard on both sides, and an overlay that leaves a
 field out means the same as `any` (see docs/adr/0002).
 
-Apart from `dsx.model.criteria` (the `Criteria` value, which re-exports all of this) so that
-`dsx recipe` can parse its flags without `dataclasses` and `typing` (docs/cli-startup.md).
+`dsx.model.criteria` holds the `Criteria` value and re-exports all of this.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from dsx.errors import BadInputError, allowed_values_message
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
-if TYPE_CHECKING:
-    from typing import Any
 
 ANY = "any"
 

@@ -11,8 +11,6 @@ file and field, so a broken catalog never resolves half-way.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -23,6 +21,7 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 
 from dsx import catalog as catalog_data
+from dsx import serialization
 from dsx.errors import BadInputError, CatalogError, DsxError
 from dsx.model import bundle_layout as layout
 from dsx.model import constraints as constraint_model
@@ -202,11 +201,10 @@ def default_root() -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def load(root: Path | None = None, *, cache_dir: Path | None = None) -> Catalog:
-    """Load and check the catalog under `root` (the shipped one by default); cached per root in this
-    process, and its parsed YAML under the caller's `cache_dir` when one is given."""
+def load(root: Path | None = None) -> Catalog:
+    """Load and check the catalog under `root` (the shipped one by default), once per root in this process."""
     root = Path(root) if root is not None else default_root()
-    sources = _read_sources(root, cache_dir)
+    sources = _read_sources(root)
     try:
         overlays = [_parse_overlay(doc, source) for source, doc in sources["overlays"]]
         components: dict[str, ComponentRef] = {}
@@ -225,61 +223,17 @@ def load(root: Path | None = None, *, cache_dir: Path | None = None) -> Catalog:
 _Sources = dict[str, list[tuple[str, Mapping[str, Any]]]]
 
 
-def _read_sources(root: Path, cache_dir: Path | None) -> _Sources:
-    """The parsed YAML of every overlay and component, through a fingerprinted JSON cache.
-
-    Parsing ~80 YAML files is most of `dsx recipe`'s own start-up time; JSON of the same data
-    loads an order of magnitude faster. The cache key is a hash of every file's path and bytes
-    (hashing is cheap next to parsing), so an edited catalog is re-parsed; an unwritable cache
-    directory only costs speed.
-    """
+def _read_sources(root: Path) -> _Sources:
+    """The parsed YAML of every overlay and component, named relative to the root."""
     files = {
         "overlays": sorted(_yaml_files(root / "overlays", recursive=True)),
         "components": sorted(_yaml_files(root / "components", recursive=False)),
     }
-    cache_file = _cache_file(root, files, cache_dir) if cache_dir is not None else None
-    if cache_file is not None:
-        try:
-            cached: _Sources = {k: [(s, d) for s, d in v] for k, v in json.loads(cache_file.read_text("utf-8")).items()}
-            return cached
-        except (OSError, ValueError, TypeError):
-            pass
-    sources: _Sources = {kind: _parse_files(paths, root / kind) for kind, paths in files.items()}
-    if cache_file is not None:
-        _write_cache(cache_file, sources)
-    return sources
-
-
-def _cache_file(root: Path, files: Mapping[str, list[Path]], cache_dir: Path) -> Path | None:
-    fingerprint = hashlib.sha256(str(root).encode())
-    try:
-        for path in (p for paths in files.values() for p in paths):
-            fingerprint.update(f"\0{path}\0".encode())
-            fingerprint.update(path.read_bytes())
-    except OSError:
-        return None
-    return cache_dir / "recipes" / f"catalog-{fingerprint.hexdigest()[:24]}.json"
-
-
-def _write_cache(cache_file: Path, sources: _Sources) -> None:
-    from dsx import atomic  # only on a cache miss (each import here is paid by every `dsx recipe`)
-
-    text = json.dumps(sources)
-    if json.loads(text) != {k: [list(item) for item in v] for k, v in sources.items()}:
-        return  # something YAML-only (a date, a non-string key) would not survive the round trip
-    try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        for stale in cache_file.parent.glob("catalog-*.json"):
-            stale.unlink(missing_ok=True)
-        atomic.write_file(cache_file, text)
-    except OSError:
-        return
+    return {kind: _parse_files(paths, root / kind) for kind, paths in files.items()}
 
 
 def _parse_files(paths: list[Path], folder: Path) -> list[tuple[str, Mapping[str, Any]]]:
     """Each YAML file parsed, named relative to the catalog root (`overlays/eks.yaml`)."""
-    from dsx import serialization  # only on a cache miss
-
     found: list[tuple[str, Mapping[str, Any]]] = []
     for path in paths:
         source = str(path.relative_to(folder.parent))

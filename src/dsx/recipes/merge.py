@@ -13,10 +13,7 @@ The rules (also in src/dsx/catalog/README.md):
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 
 def copy_tree(value: Any) -> Any:

@@ -7,35 +7,32 @@ Every step is a pure function of the catalog and the criteria, so the recipe is 
 across runs.
 
 The work happens on the compiled catalog (`dsx.recipes.compiled`: plain data in recipe shapes)
-and yields the recipe document itself (`document`), which `dsx recipe` writes without building
-a model object; `resolve` reads that document into a `Recipe` for everyone else. This module
-imports no model class at the top, so the CLI's fast path loads it cheaply.
+and yields the recipe document itself (`document`), which `dsx recipe` writes as it is;
+`resolve` reads that document into a `Recipe` for everyone else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from dsx import __version__
+from dsx import __version__, serialization
 from dsx.errors import BadInputError, CatalogError
 from dsx.model import dimensions
 from dsx.recipes import compiled, graph, merge
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
 if TYPE_CHECKING:
-    from typing import Any
-
     from dsx.model.criteria import Criteria
     from dsx.model.recipe import Recipe
     from dsx.recipes.catalog import Catalog, Overlay
 
-    _Compiled = Mapping[str, Any]
+_Compiled = Mapping[str, Any]
 
 GENERATOR = f"dsx/{__version__}"
 
 
-def _compiled(catalog: Catalog | None, cache_dir: str | None) -> _Compiled:
-    return compiled.load(cache_dir=cache_dir) if catalog is None else catalog.compiled
+def _compiled(catalog: Catalog | None) -> _Compiled:
+    return compiled.load() if catalog is None else catalog.compiled
 
 
 def matching_overlays(catalog: Catalog, query: Criteria) -> list[Overlay]:
@@ -75,16 +72,10 @@ def criteria_document(query: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def document(
-    query: Mapping[str, Any], catalog: _Compiled | None = None, *, cache_dir: str | None = None
-) -> dict[str, Any]:
-    """The recipe document (what `dsx recipe` writes, digest included) for normalized criteria `query`.
-
-    Without `catalog`, the shipped one, kept compiled under the caller's `cache_dir` (none: not kept).
-    """
-    from dsx import emit
-
-    catalog = catalog if catalog is not None else compiled.load(cache_dir=cache_dir)
+def document(query: Mapping[str, Any], catalog: _Compiled | None = None) -> dict[str, Any]:
+    """The recipe document (what `dsx recipe` writes, digest included) for normalized criteria `query`
+    from the compiled `catalog` (the shipped one by default)."""
+    catalog = catalog if catalog is not None else compiled.load()
     criteria = criteria_document(query)
     applied = _matching(catalog, criteria)
     state = _State(catalog)
@@ -111,21 +102,21 @@ def document(
     if certification:
         out["certification"] = certification
     out["deploymentOrder"] = order
-    out["metadata"]["digest"] = emit.digest(out)  # the content without the digest, which goes last
+    out["metadata"]["digest"] = serialization.digest(out)  # the content without the digest, which goes last
     return out
 
 
-def resolve(query: Criteria, catalog: Catalog | None = None, *, cache_dir: str | None = None) -> Recipe:
+def resolve(query: Criteria, catalog: Catalog | None = None) -> Recipe:
     """The recipe for `query` (with its digest) from `catalog` (the shipped one by default, as in `document`)."""
     from dsx.model.recipe import Recipe
 
-    return Recipe.from_dict(document(query.to_dict(), _compiled(catalog, cache_dir)), source=query.name())
+    return Recipe.from_dict(document(query.to_dict(), _compiled(catalog)), source=query.name())
 
 
-def require_validated(recipe: Recipe, catalog: Catalog | None = None, *, cache_dir: str | None = None) -> None:
+def require_validated(recipe: Recipe, catalog: Catalog | None = None) -> None:
     """`--strict`: a combination without its own overlay is bad input listing the supported ones."""
     meta = recipe.metadata
-    check_validated(meta.name, meta.criteria, meta.unvalidated_criteria, catalog, cache_dir=cache_dir)
+    check_validated(meta.name, meta.criteria, meta.unvalidated_criteria, catalog)
 
 
 def check_validated(
@@ -133,16 +124,14 @@ def check_validated(
     criteria: Mapping[str, Any],
     unvalidated: list[str] | tuple[str, ...],
     catalog: Catalog | None = None,
-    *,
-    cache_dir: str | None = None,
 ) -> None:
-    """`require_validated` on the parts of a recipe document (the CLI's fast path has no `Recipe`)."""
+    """`require_validated` on the parts of a recipe document (`dsx recipe` writes the document, no `Recipe`)."""
     if not unvalidated:
         return
     listed = ", ".join(f"{d}={criteria[d]}" for d in unvalidated)
     raise BadInputError(
         f"--strict: {name} is not a validated combination (unvalidated: {listed}); "
-        f"supported: any single criterion, or one of {', '.join(_compiled(catalog, cache_dir)['supported'])}"
+        f"supported: any single criterion, or one of {', '.join(_compiled(catalog)['supported'])}"
     )
 
 

@@ -9,62 +9,42 @@ naming the deepest prefix that exists and what is available there.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from dsx.errors import BadInputError, NotFoundError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
 if TYPE_CHECKING:
-    import re
-    from typing import Any
-
     from dsx.model.recipe import Recipe
 
-_PATH_GRAMMAR = r"""
+_TOKEN = re.compile(
+    r"""
     (?P<dot>\.)
     | \[(?P<index>-?\d+)\]
     | \[(?P<quote>["'])(?P<quoted>(?:\\.|(?!(?P=quote)).)*)(?P=quote)\]
     | (?P<key>[^.\[\]]+)
-    """
-"""One token of a path; compiled on first use (plain dotted paths, what `dsx query` mostly gets, need no pattern)."""
-_compiled: list[re.Pattern[str]] = []
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+"""One token of a path."""
+_BARE_KEY = re.compile(r"[^.\[\]\"'\s]+")
+"""A key written without brackets and quotes."""
 
 
-def _token() -> re.Pattern[str]:
-    if not _compiled:
-        import re
-
-        _compiled.append(re.compile(_PATH_GRAMMAR, re.VERBOSE | re.DOTALL))
-    return _compiled[0]
-
-
+@dataclass(frozen=True)
 class Step:
-    """One step of a path: a map key or a list index (a plain class: `dataclasses` is slow to import)."""
+    """One step of a path: a map key or a list index."""
 
-    __slots__ = ("index", "key")
-
-    def __init__(self, key: str | None = None, index: int | None = None) -> None:
-        self.key = key
-        self.index = index
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Step):
-            return NotImplemented
-        return (self.key, self.index) == (other.key, other.index)
-
-    def __hash__(self) -> int:
-        return hash((self.key, self.index))
-
-    def __repr__(self) -> str:
-        return f"Step(key={self.key!r}, index={self.index!r})"
+    key: str | None = None
+    index: int | None = None
 
     def render(self, first: bool) -> str:
-        import re
-
         if self.index is not None:
             return f"[{self.index}]"
         assert self.key is not None
-        if re.fullmatch(r"[^.\[\]\"'\s]+", self.key):
+        if _BARE_KEY.fullmatch(self.key):
             return self.key if first else f".{self.key}"
         escaped = self.key.replace("\\", "\\\\").replace('"', '\\"')
         return f'["{escaped}"]'
@@ -77,15 +57,11 @@ def parse_path(path: str) -> list[Step]:
         return []
     if text.startswith("."):
         text = text[1:]
-    if "[" not in text and "]" not in text:
-        keys = text.split(".")
-        if all(keys):  # keys and dots only: what the pattern below would find, without compiling it
-            return [Step(key=key) for key in keys]
     steps: list[Step] = []
     position = 0
     expect_key = True  # after a dot (or at the start) a key must follow
     while position < len(text):
-        match = _token().match(text, position)
+        match = _TOKEN.match(text, position)
         if match is None:
             raise BadInputError(f"--selector: cannot parse {path!r} at position {position + 1}")
         if match.group("dot") is not None:
@@ -98,8 +74,6 @@ def parse_path(path: str) -> list[Step]:
             steps.append(Step(index=int(match.group("index"))))
             expect_key = False
         elif match.group("quoted") is not None:
-            import re
-
             steps.append(Step(key=re.sub(r"\\(.)", r"\1", match.group("quoted"), flags=re.DOTALL)))
             expect_key = False
         else:

@@ -2,21 +2,20 @@
 keeps its folders.
 
 The environment is read at entry points only, and only through the functions here, which take
-the mapping to read (tests pass a dict): `cache_root`, `state_root` and `service_account_root`
-are the rule, as text, so `dsx recipe`'s fast path can use it without dataclasses or pathlib
-(both cost start-up time). `dsx.settings.folders` builds `PathSettings` from the same rule and
-holds what the running entry point read. Domain code never reads either: it is handed a folder
-by its caller (`dsx.recipes.resolve.document(..., cache_dir=...)`).
+the mapping to read (tests pass a dict): `cache_root`, `state_root`, `service_account_root`
+and `source_date`. `dsx.settings.folders` builds `PathSettings` from the same rule and holds what
+the running entry point read. Domain code never reads either: it is handed what it needs by its
+caller (a folder, a time).
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+from collections.abc import Mapping
+from datetime import UTC, datetime
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
-if TYPE_CHECKING:
-    from collections.abc import Mapping
+from dsx.errors import BadInputError
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where the kubelet mounts a pod's service-account token, CA and namespace."""
@@ -52,6 +51,17 @@ def _root(environ: Mapping[str, str], explicit: str, xdg: str, under_home: str) 
     if given:
         return given
     return os.path.join(environ.get(xdg) or os.path.join(home(environ), under_home), "dsx")
+
+
+def source_date(environ: Mapping[str, str]) -> datetime | None:
+    """SOURCE_DATE_EPOCH as a UTC time, or None when unset (then no timestamp is written)."""
+    raw = environ.get("SOURCE_DATE_EPOCH")
+    if raw is None or raw == "":
+        return None
+    try:
+        return datetime.fromtimestamp(int(raw), tz=UTC)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise BadInputError(f"SOURCE_DATE_EPOCH: {raw!r} is not a Unix timestamp in seconds") from exc
 
 
 API_PORT = 8080

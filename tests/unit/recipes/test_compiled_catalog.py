@@ -1,74 +1,63 @@
-"""The compiled catalog cache: the same recipe as the checked catalog, rebuilt whenever a file changes."""
+"""The catalog compiled at build time (`dsx.recipes.compiled`) is the catalog as it is now."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from dsx.model.criteria import Criteria
+from dsx import catalog as catalog_data
+from dsx.model import dimensions
 from dsx.recipes import catalog, compiled, resolve
 
 
-def cache_beside(root: Path) -> str:
-    """The cache folder the tests hand in, beside their catalog copy."""
-    return str(root.parent / "cache")
+def test_the_packaged_compiled_catalog_is_current() -> None:
+    """Fails when the catalog (or the code that compiles it) changed after the build: `make install`."""
+    packaged = catalog_data.compiled()
+    assert packaged is not None, f"{catalog_data.COMPILED} is missing: run `make install` (or hatch_build.py)"
+    assert packaged == json.loads(compiled.text()), f"{catalog_data.COMPILED} is stale: run `make install`"
+    assert packaged["format"] == compiled.FORMAT
 
 
-QUERY = Criteria(service="eks", accelerator="h100", os="ubuntu", intent="training")
+def test_load_reads_the_packaged_file_and_compiles_without_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    marker = {"format": compiled.FORMAT, "overlays": [], "marker": True}
+    monkeypatch.setattr(catalog_data, "COMPILED", tmp_path / "compiled.json")
+    (tmp_path / "compiled.json").write_text(json.dumps(marker), encoding="utf-8")
+    compiled.load.cache_clear()
+    try:
+        assert compiled.load() == marker  # the shipped catalog comes from the file, unchecked
+        (tmp_path / "compiled.json").unlink()
+        compiled.load.cache_clear()
+        assert compiled.load() == catalog.load().compiled  # no build ran: compiled in the process
+        (tmp_path / "compiled.json").write_text(json.dumps({**marker, "format": compiled.FORMAT - 1}), "utf-8")
+        compiled.load.cache_clear()
+        assert "marker" not in compiled.load()  # a file of another shape is not trusted
+    finally:
+        compiled.load.cache_clear()
 
 
-@pytest.fixture
-def catalog_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def test_every_recipe_resolves_the_same_from_the_packaged_and_a_fresh_compilation() -> None:
+    fresh = catalog.load().compiled
+    packaged = catalog_data.compiled()
+    assert packaged is not None
+    for overlay in fresh["overlays"]:
+        query = dimensions.normalize_flags(dict(overlay["criteria"]))
+        assert resolve.document(query, packaged) == resolve.document(query, fresh), overlay["name"]
+
+
+def test_a_catalog_of_the_callers_own_is_compiled_in_the_process(tmp_path: Path) -> None:
     root = tmp_path / "catalog"
     for folder in ("overlays", "components"):
         shutil.copytree(catalog.default_root() / folder, root / folder)
-    monkeypatch.setattr(compiled, "_loaded", {})
-    return root
-
-
-def test_without_a_cache_folder_nothing_is_written(
-    catalog_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The domain reads no environment: a caller that names no folder gets no cache, wherever
-    $DSX_CACHE_DIR points."""
-    monkeypatch.setenv("DSX_CACHE_DIR", str(tmp_path / "env-cache"))
-    catalog.load.cache_clear()
-    assert compiled.load(str(catalog_copy))["overlays"]
-    assert not (tmp_path / "env-cache").exists()
-
-
-def test_the_default_root_is_the_shipped_catalog() -> None:
-    assert Path(compiled.default_root()) == catalog.default_root()
-
-
-def test_a_cached_catalog_resolves_as_the_checked_one(catalog_copy: Path) -> None:
-    fresh = compiled.load(str(catalog_copy), cache_dir=cache_beside(catalog_copy))
-    assert list((catalog_copy.parent / "cache" / "recipes").glob("compiled-*.marshal"))
-    compiled._loaded.clear()
-    cached = compiled.load(str(catalog_copy), cache_dir=cache_beside(catalog_copy))  # from the file this time
-    assert cached == fresh
-    assert resolve.document(QUERY.to_dict(), cached) == resolve.resolve(QUERY).to_dict()
-
-
-def test_an_edited_file_is_compiled_again(catalog_copy: Path) -> None:
-    before = resolve.document(QUERY.to_dict(), compiled.load(str(catalog_copy), cache_dir=cache_beside(catalog_copy)))
-    in_recipe = {r["name"] for r in before["componentRefs"] if r["manifests"]}
-    manifest_dirs = [p for p in (catalog_copy / "components").iterdir() if p.is_dir() and p.name in in_recipe]
-    edited = next(f for d in manifest_dirs for f in d.iterdir() if f.is_file())  # a manifest, not a YAML file
-    edited.write_text(edited.read_text() + "# edited\n")
-    compiled._loaded.clear()
-    catalog.load.cache_clear()
-    after = compiled.load(str(catalog_copy), cache_dir=cache_beside(catalog_copy))
-    component = edited.parent.name
-    assert after["components"][component]["manifests"][edited.name].endswith("# edited\n")
-
-
-def test_an_unreadable_cache_file_is_rebuilt(catalog_copy: Path) -> None:
-    expected = compiled.load(str(catalog_copy), cache_dir=cache_beside(catalog_copy))
-    (cache_file,) = (catalog_copy.parent / "cache" / "recipes").glob("compiled-*.marshal")
-    cache_file.write_bytes(b"not marshal")
-    compiled._loaded.clear()
-    assert compiled.load(str(catalog_copy), cache_dir=cache_beside(catalog_copy)) == expected
-    assert cache_file.read_bytes() != b"not marshal"
+    edited = next(root.rglob("eks-inference.yaml"))
+    text = edited.read_text(encoding="utf-8")
+    assert "K8s.server.version >= 1.30" in text
+    edited.write_text(text.replace("K8s.server.version >= 1.30", "K8s.server.version >= 1.31"), encoding="utf-8")
+    query = {"service": "eks", "intent": "inference"}
+    mine = compiled.load(root)
+    assert mine == catalog.load(root).compiled
+    constraints = {c["name"]: c["value"] for c in resolve.document(query, mine)["constraints"]}
+    shipped = {c["name"]: c["value"] for c in resolve.document(query)["constraints"]}
+    assert (constraints["K8s.server.version"], shipped["K8s.server.version"]) == ("1.31", "1.30")

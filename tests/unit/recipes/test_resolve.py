@@ -217,26 +217,3 @@ def test_dependency_cycle_is_a_catalog_error_naming_it(catalog_copy: Path) -> No
 def test_dependency_on_a_component_outside_the_recipe_names_the_edge(small_catalog: Catalog) -> None:
     with pytest.raises(CatalogError, match="lens depends on beta, which is not in the recipe"):
         resolve.resolve(Criteria(accelerator="h100"), small_catalog)
-
-
-def test_parsed_catalog_cache_is_used_and_follows_edits(
-    catalog_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cache = tmp_path / "cache"
-    first = catalog.load.__wrapped__(catalog_copy, cache_dir=cache)
-    cached = list((tmp_path / "cache" / "recipes").glob("catalog-*.json"))
-    assert len(cached) == 1
-    assert catalog.load.__wrapped__(catalog_copy, cache_dir=cache) == first  # served from the cache
-    _rewrite(catalog_copy, "eks", "K8s.server.version >= 1.30", "K8s.server.version >= 1.31")
-    edited = catalog.load.__wrapped__(catalog_copy, cache_dir=cache)
-    assert [c.value for c in edited.by_name["eks"].constraints] == ["1.31"]
-    assert list((tmp_path / "cache" / "recipes").glob("catalog-*.json")) != cached  # replaced, not piled up
-    assert len(list((tmp_path / "cache" / "recipes").glob("catalog-*.json"))) == 1
-
-
-def test_unwritable_cache_directory_only_costs_speed(
-    catalog_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    blocker = tmp_path / "not-a-dir"
-    blocker.write_text("")
-    assert catalog.load.__wrapped__(catalog_copy, cache_dir=blocker).by_name["eks"].criteria == {"service": "eks"}
