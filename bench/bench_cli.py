@@ -4,7 +4,8 @@ Targets (issue 17, item 5, on the 2-core machine at load average < 1): `dsx reci
 `dsx query` under 0.1 s median wall, `dsx bundle` under 0.3 s. Each round runs every command
 once, one after the other (paired runs: a burst of load slows the whole round, not one
 command's samples), after a baseline `python -c pass` that shows what the interpreter alone
-costs. Every figure is printed with its command and the load average measured beside it; CPU
+costs, and `import click, yaml`: the floor of any command on the libraries dsx writes its CLI and
+YAML with. Every figure is printed with its command and the load average measured beside it; CPU
 time (user + system) is printed too, as it moves less with load than wall time does.
 
 The children run dsx as the `dsx` console script does, from the same source tree as this
@@ -96,6 +97,7 @@ def measure(rounds: int) -> list[Samples]:
         subprocess.run([*dsx_argv, "recipe", *CRITERIA, "-o", str(recipe_file)], env=env, check=True)
         commands = [
             Samples("python -c pass", [sys.executable, "-c", "pass"]),
+            Samples("import click, yaml", [sys.executable, "-c", "import click, yaml"]),
             Samples("recipe", [*dsx_argv, "recipe", *CRITERIA]),
             Samples("query", [*dsx_argv, "query", *CRITERIA, "--selector", SELECTOR]),
             Samples("bundle", [*dsx_argv, "bundle", "--recipe", str(recipe_file), "--output", str(work / "bundle")]),
