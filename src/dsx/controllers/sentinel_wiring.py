@@ -17,10 +17,11 @@ sentinel that imports `dsx.sim`.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from dsx import errors, remediators
 from dsx.controllers import kube_nodes
@@ -119,7 +120,7 @@ def simulated(policy: SentinelPolicy, choice: ClusterChoice) -> SentinelParts:
     )
     provider_settings = policy.remediation.provider
     if provider_settings.kind is ProviderKind.NONE:
-        provider_settings = dataclasses.replace(
+        provider_settings = msgspec.structs.replace(
             provider_settings, kind=ProviderKind.SIM, timeout_seconds=SIM_PROVIDER_TIMEOUT_SECONDS
         )
     client = sim.client()

@@ -47,6 +47,22 @@ RULE_VARIABLES = ("event", "node")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
+_NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+_Positive = Annotated[float, msgspec.Meta(gt=0)]
+_AtLeastZero = Annotated[float, msgspec.Meta(ge=0)]
+_AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class _Doc(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A section of the file: camelCase keys, unknown keys refused.
+
+    A section whose settings are its keys as written is its own schema (`BreakerSettings`,
+    `DrainSettings`, …): one type, the defaults stated once, the limits checked when decoding. The
+    sections that compile what they read (CEL rule sets, enum-keyed maps) keep a document struct
+    below, turned into their settings by `from_dict`.
+    """
+
+
 class Stage(enum.StrEnum):
     ANALYZER = "analyzer"
     QUARANTINE = "quarantine"
@@ -104,14 +120,13 @@ class BreakerMode(enum.StrEnum):
     """Count the quarantines that began within `windowSeconds`."""
 
 
-@dataclass(frozen=True)
-class BreakerSettings:
+class BreakerSettings(_Doc, frozen=True):
     enabled: bool = True
-    max_quarantined_percent: float = 10.0
+    max_quarantined_percent: _Positive = 10.0
     """Quarantining a node that would put more than this share of GPU nodes in quarantine trips the breaker."""
-    window_seconds: float = 1800.0
+    window_seconds: _Positive = 1800.0
     """Rate mode: only quarantines that began within this window count."""
-    max_quarantined_nodes: int | None = None
+    max_quarantined_nodes: _AtLeastOne | None = None
     """An absolute cap beside the percentage (the lower of the two holds); None: the percentage alone."""
     mode: BreakerMode = BreakerMode.LEVEL
 
@@ -125,29 +140,27 @@ class DrainMode(enum.StrEnum):
     """Wait up to `timeout_seconds` for the pods to finish, then delete them."""
 
 
-@dataclass(frozen=True)
-class NamespaceMode:
-    pattern: str
-    """Namespace name or glob (`batch-*`)."""
-    mode: DrainMode
-    timeout_seconds: float = 600.0
+class NamespaceMode(_Doc, frozen=True, kw_only=False):
+    pattern: _NonEmpty = msgspec.field(name="match")
+    """Namespace name or glob (`batch-*`); `match` in the file."""
+    mode: DrainMode = DrainMode.IMMEDIATE
+    timeout_seconds: _AtLeastZero = 600.0
 
 
-@dataclass(frozen=True)
-class DrainSettings:
+class DrainSettings(_Doc, frozen=True):
     default_mode: DrainMode = DrainMode.IMMEDIATE
     namespaces: tuple[NamespaceMode, ...] = ()
     """First matching entry wins."""
-    system_namespaces: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease")
+    system_namespaces: tuple[_NonEmpty, ...] = ("kube-system", "kube-public", "kube-node-lease")
     """Never drained (globs allowed)."""
-    evictions_per_second: float = 10.0
-    eviction_burst: int = 20
-    backoff_seconds: float = 1.0
+    evictions_per_second: _Positive = 10.0
+    eviction_burst: _AtLeastOne = 20
+    backoff_seconds: _Positive = 1.0
     """First wait after a PodDisruptionBudget refused an eviction; doubles per refusal."""
-    max_backoff_seconds: float = 30.0
-    poll_seconds: float = 2.0
+    max_backoff_seconds: _Positive = 30.0
+    poll_seconds: _Positive = 2.0
     """How often a drain waiting on pods looks again."""
-    grace_period_seconds: int | None = None
+    grace_period_seconds: Annotated[int, msgspec.Meta(ge=0)] | None = None
     """Passed to evictions and deletions; None keeps each pod's own."""
 
 
@@ -158,16 +171,15 @@ class ProviderKind(enum.StrEnum):
     WEBHOOK = "webhook"
 
 
-@dataclass(frozen=True)
-class ProviderSettings:
+class ProviderSettings(_Doc, frozen=True):
     kind: ProviderKind = ProviderKind.NONE
-    command: tuple[str, ...] = ()
+    command: tuple[_NonEmpty, ...] = ()
     """script: the argument list; {node}, {kind}, {request_id}, {gpus} and {reason} are filled in per argument."""
     url: str = ""
     """webhook: where the request is POSTed as JSON."""
     token_file: str = ""
     """webhook: a file holding the bearer token."""
-    timeout_seconds: float = 900.0
+    timeout_seconds: _Positive = 900.0
 
 
 DEFAULT_ACTIONS: Mapping[RecommendedAction, RemediationKind] = {
@@ -234,9 +246,9 @@ class CertificationSettings:
     """Metric → CEL expression over `value`, replacing the catalog's threshold for every category."""
 
 
-@dataclass(frozen=True)
-class KernelLogSource:
-    node: str
+class KernelLogSource(_Doc, frozen=True, kw_only=False):
+    node: str = ""
+    """Required (`from_dict` says so naming the entry)."""
     path: str = ""
     """A log file (kern.log, syslog, dmesg output); empty with `journal` set."""
     journal: bool = False
@@ -245,12 +257,11 @@ class KernelLogSource:
     NVRM banner; beats the node's labels, loses to the banner."""
 
 
-@dataclass(frozen=True)
-class MonitorSettings:
+class MonitorSettings(_Doc, frozen=True):
     kernel_logs: tuple[KernelLogSource, ...] = ()
     start_at_end: bool = False
     """First start only (no saved position): skip what the log already holds."""
-    poll_interval_seconds: float = 0.1
+    poll_interval_seconds: _Positive = 0.1
     kube_objects: bool = True
     """Evaluate node policies (rules/kube_objects.yaml) on every Node change."""
     node_events: bool = True
@@ -259,19 +270,17 @@ class MonitorSettings:
     """Where those Events are (node-problem-detector's --event-namespace)."""
 
 
-@dataclass(frozen=True)
-class MaintenanceSettings:
+class MaintenanceSettings(_Doc, frozen=True):
     """How MaintenanceRequests are carried out (dsx.health.decisions.maintenance)."""
 
-    lead_seconds: float = 900.0
+    lead_seconds: _AtLeastZero = 900.0
     """Cordon and drain begin this long before a request's startTime (its spec.leadSeconds beats this)."""
-    poll_seconds: float = 5.0
+    poll_seconds: _Positive = 5.0
     """How often requests are read again (sooner when one is due)."""
 
 
-@dataclass(frozen=True)
-class DeadLetterSettings:
-    max_attempts: int = 5
+class DeadLetterSettings(_Doc, frozen=True):
+    max_attempts: _AtLeastOne = 5
     """Failed attempts of one event in one stage before it is parked as a dead letter."""
 
 
@@ -328,14 +337,6 @@ def load(path: str | Path | None = None) -> SentinelPolicy:
 # `from_dict` decodes it with msgspec, then checks what a schema cannot say and builds the
 # settings above (compiled CEL, enums, the shipped rule sets where the file names none).
 
-_NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
-_Positive = Annotated[float, msgspec.Meta(gt=0)]
-_AtLeastZero = Annotated[float, msgspec.Meta(ge=0)]
-
-
-class _Doc(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """A section of the file: camelCase keys, unknown keys refused."""
-
 
 class _SwitchDoc(_Doc, frozen=True):
     enabled: bool | None = None
@@ -381,42 +382,8 @@ class _QuarantineDoc(_Doc, frozen=True):
     opt_out_label: _OptOutDoc = _OptOutDoc()
 
 
-class _BreakerDoc(_Doc, frozen=True):
-    enabled: bool = True
-    max_quarantined_percent: _Positive = 10.0
-    window_seconds: _Positive = 1800.0
-    max_quarantined_nodes: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    mode: BreakerMode = BreakerMode.LEVEL
-
-
-class _NamespaceDoc(_Doc, frozen=True):
-    match: _NonEmpty
-    mode: DrainMode = DrainMode.IMMEDIATE
-    timeout_seconds: _AtLeastZero = 600.0
-
-
-class _DrainDoc(_Doc, frozen=True):
-    default_mode: DrainMode = DrainMode.IMMEDIATE
-    namespaces: list[_NamespaceDoc] = []
-    system_namespaces: list[_NonEmpty] = msgspec.field(default_factory=lambda: list(DrainSettings.system_namespaces))
-    evictions_per_second: _Positive = 10.0
-    eviction_burst: Annotated[int, msgspec.Meta(ge=1)] = 20
-    backoff_seconds: _Positive = 1.0
-    max_backoff_seconds: _Positive = 30.0
-    poll_seconds: _Positive = 2.0
-    grace_period_seconds: Annotated[int, msgspec.Meta(ge=0)] | None = None
-
-
-class _ProviderDoc(_Doc, frozen=True):
-    kind: ProviderKind = ProviderKind.NONE
-    command: list[_NonEmpty] = []
-    url: str = ""
-    token_file: str = ""
-    timeout_seconds: _Positive = 900.0
-
-
 class _RemediationDoc(_Doc, frozen=True):
-    provider: _ProviderDoc = _ProviderDoc()
+    provider: ProviderSettings = ProviderSettings()
     actions: dict[str, str] | None = None
     """Checked after decoding, so an unknown action or request lists the allowed ones."""
 
@@ -446,31 +413,6 @@ class _CertificationDoc(_Doc, frozen=True):
     thresholds: dict[str, str] = {}
 
 
-class _KernelLogDoc(_Doc, frozen=True):
-    node: str = ""
-    path: str = ""
-    journal: bool = False
-    driver_version: str = ""
-
-
-class _MonitorsDoc(_Doc, frozen=True):
-    kernel_logs: list[_KernelLogDoc] = []
-    start_at_end: bool = False
-    poll_interval_seconds: _Positive = 0.1
-    kube_objects: bool = True
-    node_events: bool = True
-    node_events_namespace: str = "default"
-
-
-class _DeadLetterDoc(_Doc, frozen=True):
-    max_attempts: Annotated[int, msgspec.Meta(ge=1)] = 5
-
-
-class _MaintenanceDoc(_Doc, frozen=True):
-    lead_seconds: _AtLeastZero = MaintenanceSettings.lead_seconds
-    poll_seconds: _Positive = MaintenanceSettings.poll_seconds
-
-
 class _AnalyzerDoc(_Doc, frozen=True):
     rules: str = ""
 
@@ -484,13 +426,13 @@ class PolicyDocument(_Doc, frozen=True):
     stages: _StagesDoc = _StagesDoc()
     gpu_node_selector: dict[str, str] = msgspec.field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
     quarantine: _QuarantineDoc = _QuarantineDoc()
-    breaker: _BreakerDoc = _BreakerDoc()
-    drain: _DrainDoc = _DrainDoc()
+    breaker: BreakerSettings = BreakerSettings()
+    drain: DrainSettings = DrainSettings()
     remediation: _RemediationDoc = _RemediationDoc()
     certification: _CertificationDoc = _CertificationDoc()
-    monitors: _MonitorsDoc = _MonitorsDoc()
-    dead_letter: _DeadLetterDoc = _DeadLetterDoc()
-    maintenance: _MaintenanceDoc = _MaintenanceDoc()
+    monitors: MonitorSettings = MonitorSettings()
+    dead_letter: DeadLetterSettings = DeadLetterSettings()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
     analyzer: _AnalyzerDoc = _AnalyzerDoc()
 
 
@@ -503,21 +445,13 @@ def from_dict(data: Mapping[str, Any], *, source: str) -> SentinelPolicy:
         stages={stage: _switch(stage, getattr(doc.stages, stage.value)) for stage in Stage},
         gpu_node_selector=dict(doc.gpu_node_selector),
         quarantine=_quarantine(doc.quarantine, source),
-        breaker=BreakerSettings(
-            doc.breaker.enabled,
-            doc.breaker.max_quarantined_percent,
-            doc.breaker.window_seconds,
-            doc.breaker.max_quarantined_nodes,
-            doc.breaker.mode,
-        ),
-        drain=_drain(doc.drain),
+        breaker=doc.breaker,
+        drain=doc.drain,
         remediation=_remediation(doc.remediation, f"{source}.remediation"),
         certification=_certification(doc.certification, f"{source}.certification"),
         monitors=_monitors(doc.monitors, f"{source}.monitors"),
-        dead_letter=DeadLetterSettings(max_attempts=doc.dead_letter.max_attempts),
-        maintenance=MaintenanceSettings(
-            lead_seconds=doc.maintenance.lead_seconds, poll_seconds=doc.maintenance.poll_seconds
-        ),
+        dead_letter=doc.dead_letter,
+        maintenance=doc.maintenance,
         analyzer_rules=doc.analyzer.rules,
     )
 
@@ -564,23 +498,8 @@ def _condition(source: str, where: str) -> cel.Program:
     return event_rule(source, RULE_VARIABLES, where=where, log=log)
 
 
-def _drain(doc: _DrainDoc) -> DrainSettings:
-    return DrainSettings(
-        default_mode=doc.default_mode,
-        namespaces=tuple(NamespaceMode(n.match, n.mode, n.timeout_seconds) for n in doc.namespaces),
-        system_namespaces=tuple(doc.system_namespaces),
-        evictions_per_second=doc.evictions_per_second,
-        eviction_burst=doc.eviction_burst,
-        backoff_seconds=doc.backoff_seconds,
-        max_backoff_seconds=doc.max_backoff_seconds,
-        poll_seconds=doc.poll_seconds,
-        grace_period_seconds=doc.grace_period_seconds,
-    )
-
-
 def _remediation(doc: _RemediationDoc, where: str) -> RemediationSettings:
-    own = doc.provider
-    provider = ProviderSettings(own.kind, tuple(own.command), own.url, own.token_file, own.timeout_seconds)
+    provider = doc.provider
     if provider.kind is ProviderKind.SCRIPT and not provider.command:
         raise BadInputError(f"{where}.provider.command: the script provider needs an argument list")
     if provider.kind is ProviderKind.WEBHOOK and not provider.url.startswith(("https://", "http://")):
@@ -644,10 +563,9 @@ def _certification(doc: _CertificationDoc, where: str) -> CertificationSettings:
     )
 
 
-def _monitors(doc: _MonitorsDoc, where: str) -> MonitorSettings:
+def _monitors(doc: MonitorSettings, where: str) -> MonitorSettings:
     if not _DNS_LABEL.match(doc.node_events_namespace):
         raise BadInputError(f"{where}.nodeEventsNamespace: {doc.node_events_namespace!r} is not a namespace name")
-    sources = []
     for index, own in enumerate(doc.kernel_logs):
         at = f"{where}.kernelLogs[{index}]"
         if own.driver_version:
@@ -656,12 +574,4 @@ def _monitors(doc: _MonitorsDoc, where: str) -> MonitorSettings:
             raise BadInputError(f"{at}.node: expected the node name")
         if bool(own.path) == own.journal:
             raise BadInputError(f"{at}: give either path or journal: true")
-        sources.append(KernelLogSource(own.node, own.path, own.journal, own.driver_version))
-    return MonitorSettings(
-        kernel_logs=tuple(sources),
-        start_at_end=doc.start_at_end,
-        poll_interval_seconds=doc.poll_interval_seconds,
-        kube_objects=doc.kube_objects,
-        node_events=doc.node_events,
-        node_events_namespace=doc.node_events_namespace,
-    )
+    return doc
