@@ -143,3 +143,21 @@ def test_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     config.write_text("service: aks\naccelerator: h100\nintent: training\n")
     code, out, _ = _run(["query", "--config", str(config), "--selector", "metadata.name"], capsys)
     assert (code, out) == (0, "aks-h100-training\n")
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_recipe_writes_the_document_every_other_command_reads(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`dsx recipe` writes `resolve.document` as it is; lint, bundle and the API read the same recipe
+    through `Recipe`, and its document must be byte for byte what `dsx recipe` wrote."""
+    from dsx.model.criteria import Criteria
+    from dsx.recipes import resolve
+
+    code, out, _ = _run(["recipe", *TRAINING, "--format", fmt], capsys)
+    assert code == 0
+    query = Criteria(service="eks", accelerator="h100", os="ubuntu", intent="training")
+    through_the_model = resolve.resolve(query).to_dict()
+    written = (
+        serialization.dump_json(through_the_model) if fmt == "json" else serialization.dump_yaml(through_the_model)
+    )
+    assert out == written
+    assert through_the_model["metadata"]["digest"] == Recipe.from_dict(through_the_model).content_digest()
