@@ -132,19 +132,17 @@ class EntityType(enum.Enum):
     """Cloud instance id."""
 
 
-@dataclass(frozen=True, order=True)
-class Entity:
-    """One impacted part: a type and its identifying value."""
+class Entity(schema.Section, frozen=True, kw_only=False, order=True):
+    """One impacted part: a type and its identifying value (its own schema in an event's `entities`)."""
 
     type: EntityType
-    value: str
+    value: Annotated[str, msgspec.Meta(min_length=1)]
 
     def to_dict(self) -> dict[str, str]:
         return {"type": self.type.value, "value": self.value}
 
 
-@dataclass(frozen=True)
-class BehaviourOverrides:
+class BehaviourOverrides(schema.Section, frozen=True):
     """Per-event override of one stage: `force` acts without a rule match, `skip` bypasses the stage."""
 
     force: bool = False
@@ -365,16 +363,6 @@ _CAMEL = {old: new for new, old in zip(_FIELDS, _STORED_NAMES, strict=True) if o
 """Old snake_case key → camelCase field."""
 
 
-class _EntityDoc(schema.Section, frozen=True):
-    type: EntityType
-    value: Annotated[str, msgspec.Meta(min_length=1)]
-
-
-class _OverridesDoc(schema.Section, frozen=True):
-    force: bool = False
-    skip: bool = False
-
-
 class _EventDoc(schema.Section, frozen=True):
     """The wire form, decoded by msgspec: types, enums, unknown and missing keys. The rest
     (blank names, the action's name, the timestamp's zone, fatal-and-healthy, the key) is
@@ -391,11 +379,11 @@ class _EventDoc(schema.Section, frozen=True):
     recommended_action: str = RecommendedAction.NONE.name
     custom_recommended_action: str = ""
     error_codes: tuple[Annotated[str, msgspec.Meta(min_length=1)], ...] = ()
-    entities: tuple[_EntityDoc, ...] = ()
+    entities: tuple[Entity, ...] = ()
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
     processing_strategy: ProcessingStrategy = ProcessingStrategy.EXECUTE_REMEDIATION
-    quarantine_overrides: _OverridesDoc = _OverridesDoc()
-    drain_overrides: _OverridesDoc = _OverridesDoc()
+    quarantine_overrides: BehaviourOverrides = NO_OVERRIDES
+    drain_overrides: BehaviourOverrides = NO_OVERRIDES
     schema_version: Annotated[int, msgspec.Meta(ge=1, le=SCHEMA_VERSION)] = SCHEMA_VERSION
     idempotency_key: str | None = None
 
@@ -425,11 +413,11 @@ def _parse_event(data: Mapping[str, Any], source: str) -> HealthEvent:
         recommended_action=action,
         custom_recommended_action=doc.custom_recommended_action,
         error_codes=doc.error_codes,
-        entities=tuple(Entity(e.type, e.value) for e in doc.entities),
+        entities=doc.entities,
         metadata=doc.metadata,
         processing_strategy=doc.processing_strategy,
-        quarantine_overrides=_overrides(doc.quarantine_overrides),
-        drain_overrides=_overrides(doc.drain_overrides),
+        quarantine_overrides=doc.quarantine_overrides,
+        drain_overrides=doc.drain_overrides,
     )
     if doc.idempotency_key is not None and doc.idempotency_key != event.idempotency_key:
         raise BadInputError(
@@ -437,10 +425,6 @@ def _parse_event(data: Mapping[str, Any], source: str) -> HealthEvent:
             " leave it out to have it derived"
         )
     return event
-
-
-def _overrides(doc: _OverridesDoc) -> BehaviourOverrides:
-    return NO_OVERRIDES if not (doc.force or doc.skip) else BehaviourOverrides(force=doc.force, skip=doc.skip)
 
 
 class NodeState(enum.Enum):

@@ -51,16 +51,10 @@ _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 _Positive = Annotated[float, msgspec.Meta(gt=0)]
 _AtLeastZero = Annotated[float, msgspec.Meta(ge=0)]
 _AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
-
-
-class _Doc(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """A section of the file: camelCase keys, unknown keys refused.
-
-    A section whose settings are its keys as written is its own schema (`BreakerSettings`,
-    `DrainSettings`, …): one type, the defaults stated once, the limits checked when decoding. The
-    sections that compile what they read (CEL rule sets, enum-keyed maps) keep a document struct
-    below, turned into their settings by `from_dict`.
-    """
+# A section whose settings are its keys as written is its own schema (a `schema.Section`:
+# `BreakerSettings`, `DrainSettings`, ...): one type, the defaults stated once, the limits checked
+# when decoding. The sections that compile what they read (CEL rule sets, enum-keyed maps) keep a
+# document struct below, turned into their settings by `from_dict`.
 
 
 class Stage(enum.StrEnum):
@@ -120,7 +114,7 @@ class BreakerMode(enum.StrEnum):
     """Count the quarantines that began within `windowSeconds`."""
 
 
-class BreakerSettings(_Doc, frozen=True):
+class BreakerSettings(schema.Section, frozen=True):
     enabled: bool = True
     max_quarantined_percent: _Positive = 10.0
     """Quarantining a node that would put more than this share of GPU nodes in quarantine trips the breaker."""
@@ -140,14 +134,14 @@ class DrainMode(enum.StrEnum):
     """Wait up to `timeout_seconds` for the pods to finish, then delete them."""
 
 
-class NamespaceMode(_Doc, frozen=True, kw_only=False):
+class NamespaceMode(schema.Section, frozen=True, kw_only=False):
     pattern: _NonEmpty = msgspec.field(name="match")
     """Namespace name or glob (`batch-*`); `match` in the file."""
     mode: DrainMode = DrainMode.IMMEDIATE
     timeout_seconds: _AtLeastZero = 600.0
 
 
-class DrainSettings(_Doc, frozen=True):
+class DrainSettings(schema.Section, frozen=True):
     default_mode: DrainMode = DrainMode.IMMEDIATE
     namespaces: tuple[NamespaceMode, ...] = ()
     """First matching entry wins."""
@@ -171,7 +165,7 @@ class ProviderKind(enum.StrEnum):
     WEBHOOK = "webhook"
 
 
-class ProviderSettings(_Doc, frozen=True):
+class ProviderSettings(schema.Section, frozen=True):
     kind: ProviderKind = ProviderKind.NONE
     command: tuple[_NonEmpty, ...] = ()
     """script: the argument list; {node}, {kind}, {request_id}, {gpus} and {reason} are filled in per argument."""
@@ -246,7 +240,7 @@ class CertificationSettings:
     """Metric → CEL expression over `value`, replacing the catalog's threshold for every category."""
 
 
-class KernelLogSource(_Doc, frozen=True, kw_only=False):
+class KernelLogSource(schema.Section, frozen=True, kw_only=False):
     node: str = ""
     """Required (`from_dict` says so naming the entry)."""
     path: str = ""
@@ -257,7 +251,7 @@ class KernelLogSource(_Doc, frozen=True, kw_only=False):
     NVRM banner; beats the node's labels, loses to the banner."""
 
 
-class MonitorSettings(_Doc, frozen=True):
+class MonitorSettings(schema.Section, frozen=True):
     kernel_logs: tuple[KernelLogSource, ...] = ()
     start_at_end: bool = False
     """First start only (no saved position): skip what the log already holds."""
@@ -270,7 +264,7 @@ class MonitorSettings(_Doc, frozen=True):
     """Where those Events are (node-problem-detector's --event-namespace)."""
 
 
-class MaintenanceSettings(_Doc, frozen=True):
+class MaintenanceSettings(schema.Section, frozen=True):
     """How MaintenanceRequests are carried out (dsx.health.decisions.maintenance)."""
 
     lead_seconds: _AtLeastZero = 900.0
@@ -279,7 +273,7 @@ class MaintenanceSettings(_Doc, frozen=True):
     """How often requests are read again (sooner when one is due)."""
 
 
-class DeadLetterSettings(_Doc, frozen=True):
+class DeadLetterSettings(schema.Section, frozen=True):
     max_attempts: _AtLeastOne = 5
     """Failed attempts of one event in one stage before it is parked as a dead letter."""
 
@@ -338,12 +332,12 @@ def load(path: str | Path | None = None) -> SentinelPolicy:
 # settings above (compiled CEL, enums, the shipped rule sets where the file names none).
 
 
-class _SwitchDoc(_Doc, frozen=True):
+class _SwitchDoc(schema.Section, frozen=True):
     enabled: bool | None = None
     dry_run: bool = False
 
 
-class _StagesDoc(_Doc, frozen=True):
+class _StagesDoc(schema.Section, frozen=True):
     analyzer: _SwitchDoc = _SwitchDoc()
     quarantine: _SwitchDoc = _SwitchDoc()
     drain: _SwitchDoc = _SwitchDoc()
@@ -353,47 +347,47 @@ class _StagesDoc(_Doc, frozen=True):
     maintenance: _SwitchDoc = _SwitchDoc()
 
 
-class _TaintDoc(_Doc, frozen=True):
+class _TaintDoc(schema.Section, frozen=True):
     key: _NonEmpty
     value: str = ""
     effect: TaintEffect = TaintEffect.NO_SCHEDULE
 
 
-class _MatchDoc(_Doc, frozen=True):
-    all: list[_NonEmpty] = []
-    any: list[_NonEmpty] = []
+class _MatchDoc(schema.Section, frozen=True):
+    all: tuple[_NonEmpty, ...] = ()
+    any: tuple[_NonEmpty, ...] = ()
 
 
-class _RuleSetDoc(_Doc, frozen=True):
+class _RuleSetDoc(schema.Section, frozen=True):
     name: _NonEmpty
     match: _MatchDoc = _MatchDoc()
     cordon: bool = True
-    taints: list[_TaintDoc] = []
-    labels: dict[str, str] = {}
+    taints: tuple[_TaintDoc, ...] = ()
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-class _OptOutDoc(_Doc, frozen=True):
+class _OptOutDoc(schema.Section, frozen=True):
     key: str = nodes.DEFAULT_OPT_OUT_LABEL
     value: str = "false"
 
 
-class _QuarantineDoc(_Doc, frozen=True):
+class _QuarantineDoc(schema.Section, frozen=True):
     rule_sets: list[_RuleSetDoc] | msgspec.UnsetType = msgspec.UNSET
     opt_out_label: _OptOutDoc = _OptOutDoc()
 
 
-class _RemediationDoc(_Doc, frozen=True):
+class _RemediationDoc(schema.Section, frozen=True):
     provider: ProviderSettings = ProviderSettings()
     actions: dict[str, str] | None = None
     """Checked after decoding, so an unknown action or request lists the allowed ones."""
 
 
-class _CategoryDoc(_Doc, frozen=True):
+class _CategoryDoc(schema.Section, frozen=True):
     name: _NonEmpty
     scale: Scale | None = None
 
 
-class _CertificationDoc(_Doc, frozen=True):
+class _CertificationDoc(schema.Section, frozen=True):
     categories: Annotated[list[str | _CategoryDoc], msgspec.Meta(min_length=1)] | msgspec.UnsetType = msgspec.UNSET
     group_categories: list[_NonEmpty] = msgspec.field(
         default_factory=lambda: list(CertificationSettings.group_categories)
@@ -403,21 +397,21 @@ class _CertificationDoc(_Doc, frozen=True):
     run_timeout_seconds: _Positive = CertificationSettings.run_timeout_seconds
     stall_timeout_seconds: _Positive = CertificationSettings.stall_timeout_seconds
     max_running: Annotated[int, msgspec.Meta(ge=1)] = CertificationSettings.max_running
-    inject: dict[str, str] = {}
+    inject: dict[str, str] = msgspec.field(default_factory=dict)
     taint: _TaintDoc | None = None
     joining_batch_seconds: _AtLeastZero = CertificationSettings.joining_batch_seconds
     joining_selector: str = ""
     image: str = ""
     namespace: str = DEFAULT_RUN_NAMESPACE
     interconnect: str = ""
-    thresholds: dict[str, str] = {}
+    thresholds: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-class _AnalyzerDoc(_Doc, frozen=True):
+class _AnalyzerDoc(schema.Section, frozen=True):
     rules: str = ""
 
 
-class PolicyDocument(_Doc, frozen=True):
+class PolicyDocument(schema.Section, frozen=True):
     """The SentinelPolicy file as written (docs/sentinel.md); `from_dict` turns it into a SentinelPolicy."""
 
     api_version: str
