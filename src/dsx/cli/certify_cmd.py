@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import click
+import msgspec
 
 from dsx import interrupts
 from dsx.cli import snapshot_cmd
@@ -196,7 +197,7 @@ def _run_local(spec: Any, options: dict[str, Any], progress: _Progress) -> Any:
             raise BadInputError(f"{flag}: applies to --executor kubernetes only")
     count = options["node_count"] or spec.target.node_count or 8
     injections = tuple(model.FaultInjection.parse(text) for text in options["injections"])
-    spec = replace(spec, target=replace(spec.target, node_count=count), injections=injections)
+    spec = replace(spec, target=msgspec.structs.replace(spec.target, node_count=count), injections=injections)
     from dsx import host
 
     this_host = host.hostname()
@@ -229,9 +230,9 @@ def _run_kubernetes(spec: Any, options: dict[str, Any], progress: _Progress, *, 
         if options[key]:
             raise BadInputError(f"{flag}: applies to --executor local only")
     if not spec.target.node_selector and not spec.target.node_names:
-        spec = replace(spec, target=replace(spec.target, node_selector=dict(DEFAULT_NODE_SELECTOR)))
+        spec = replace(spec, target=msgspec.structs.replace(spec.target, node_selector=dict(DEFAULT_NODE_SELECTOR)))
     if options["node_count"]:
-        spec = replace(spec, target=replace(spec.target, node_count=options["node_count"]))
+        spec = replace(spec, target=msgspec.structs.replace(spec.target, node_count=options["node_count"]))
     with snapshot_cmd.kube_client(options["kubeconfig"], options["context"]) as client:
         options["cluster_name"] = _cluster_name(client, options["context"])
         nodes = certify_jobs.candidate_nodes(client)
@@ -377,7 +378,7 @@ def _spec(options: dict[str, Any]) -> tuple[Any, bool]:
             raise BadInputError(f"--node-selector: {text!r} is not KEY=VALUE")
         selectors[key] = value
     if selectors:
-        spec = replace(spec, target=replace(spec.target, node_selector=selectors))
+        spec = replace(spec, target=msgspec.structs.replace(spec.target, node_selector=selectors))
     local = options["executor_kind"] == "local"
     timeouts = spec.timeouts
     if local and not options["recipe_path"]:

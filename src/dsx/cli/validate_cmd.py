@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 
 from dsx import interrupts
 from dsx.cli import certify_cmd, snapshot_cmd
@@ -88,7 +89,8 @@ def kubernetes_certify(client: Any, launcher: Any, *, namespace: str, image: str
 
         spec = _certification(block)
         if not spec.target.node_selector and not spec.target.node_names:
-            spec = replace(spec, target=replace(spec.target, node_selector=dict(certify_cmd.DEFAULT_NODE_SELECTOR)))
+            selector = dict(certify_cmd.DEFAULT_NODE_SELECTOR)
+            spec = replace(spec, target=msgspec.structs.replace(spec.target, node_selector=selector))
         nodes = certify_jobs.candidate_nodes(client)
         if "ranksPerNode" not in block:
             targeted = (n for n in nodes if spec.target.selects(n))

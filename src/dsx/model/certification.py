@@ -198,13 +198,15 @@ class CandidateNode:
     """Allocatable device-plugin resources besides GPUs (e.g. vpc.amazonaws.com/efa: 32)."""
 
 
-@dataclass(frozen=True)
-class Target:
-    """Which nodes to certify: explicit names win over a selector; `node_count` caps local runs."""
+class Target(schema.Section, frozen=True):
+    """Which nodes to certify: explicit names win over a selector; `node_count` caps local runs.
+
+    Its own schema in a certification block's `target` (change one with `msgspec.structs.replace`).
+    """
 
     node_names: tuple[str, ...] = ()
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    node_count: int | None = None
+    node_selector: dict[str, str] = msgspec.field(default_factory=dict)
+    node_count: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
     def selects(self, node: CandidateNode) -> bool:
         if self.node_names:
@@ -275,12 +277,9 @@ class Certification:
             where = f"{source}: categories[{index}]"
             thresholds = parse_thresholds(entry.thresholds, f"{where}.thresholds")
             categories.append(CategoryRequest(name=entry.name, scale=entry.scale, thresholds=thresholds))
-        target = doc.target
         return cls(
             name=doc.name,
-            target=Target(
-                node_names=target.node_names, node_selector=target.node_selector, node_count=target.node_count
-            ),
+            target=doc.target,
             categories=tuple(categories),
             thresholds=parse_thresholds(doc.thresholds, f"{source}.thresholds"),
             scale=doc.scale,
@@ -344,12 +343,6 @@ class _CategoryDoc(schema.Section, frozen=True):
     thresholds: dict[str, Any] = msgspec.field(default_factory=dict)  # parse_thresholds: metrics, old names, CEL
 
 
-class _TargetDoc(schema.Section, frozen=True):
-    node_names: tuple[str, ...] = ()
-    node_selector: dict[str, str] = msgspec.field(default_factory=dict)
-    node_count: _Positive | None = None
-
-
 class _CertificationDoc(schema.Section, frozen=True):
     """A certification request's shape (see `Certification.from_dict`); defaults are `Timeouts`'."""
 
@@ -357,7 +350,7 @@ class _CertificationDoc(schema.Section, frozen=True):
     categories: tuple[str | _CategoryDoc, ...] = ()
     thresholds: dict[str, Any] = msgspec.field(default_factory=dict)
     scale: Scale | None = None
-    target: _TargetDoc = _TargetDoc()
+    target: Target = Target()
     run_timeout_seconds: _Seconds = Timeouts.run_timeout_seconds
     stall_timeout_seconds: _Seconds = Timeouts.stall_timeout_seconds
     ranks_per_node: _Positive = 1
