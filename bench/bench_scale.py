@@ -512,7 +512,9 @@ def throughput(store: str, opener: Any, size: int) -> dict[str, Any]:
         _ = event.idempotency_key  # as in bench_store: the analyzer's figure excludes the key
     fresh = opener()
     ingest_seconds = bench_store.timed(lambda: bench_store.ingest(fresh, events, 1000))
-    stage = analyzer_stage.AnalyzerStage(fresh, analyzer.Analyzer(analyzer.load_rules()), owner="bench", batch_size=500)
+    stage = analyzer_stage.AnalyzerStage(
+        fresh, analyzer.Analyzer(analyzer.shipped_rules()), owner="bench", batch_size=500
+    )
 
     def drain() -> None:
         while stage.step():

@@ -187,3 +187,40 @@ def test_the_domain_and_the_foundation_start_no_process_through_os() -> None:
     assert ("dsx.executors.local.worker", "os.fork") in calls, "the scan finds the worker's fork (or is broken)"
     below = {(m, c) for m, c in calls if m.split(".")[1] in DOMAIN_AND_FOUNDATION}
     assert below == set(), f"start processes in an adapter (dsx.executors, dsx.host): {sorted(below)}"
+
+
+DOMAIN_AND_MODEL = ("recipes", "bundles", "signing", "lint", "certify", "health", "validation", "model")
+"""The packages that decide on data and never touch a file: an entry point or an adapter reads
+what a user names (`dsx.files`), and `dsx.catalog` reads what the package ships."""
+FILE_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "open", "iterdir", "glob", "rglob"}
+FILE_METHODS |= {"mkdir", "unlink", "rmdir", "touch", "exists", "is_file", "is_dir", "stat", "lstat", "chmod"}
+FILE_METHODS |= {"symlink_to", "hardlink_to", "readlink", "scandir", "listdir"}
+FILE_FUNCTIONS = {"open", "io.open", "builtins.open", "dsx.file_tree.read_tree", "dsx.file_tree.write_tree"}
+FILE_FUNCTIONS |= {"dsx.file_tree.list_tree"}
+FILE_MODULES = ("os.", "shutil.", "tempfile.", "glob.", "dsx.atomic.", "dsx.marshal_cache.", "dsx.files.")
+
+
+def _file_calls() -> set[tuple[str, str]]:
+    """(module, call) for every call that reads, writes or lists a file, however it was imported."""
+    found: set[tuple[str, str]] = set()
+    for module, tree in _modules():
+        resolve = _resolver(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = resolve(node.func)
+            method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            if name in FILE_FUNCTIONS or name.startswith(FILE_MODULES) or method in FILE_METHODS:
+                found.add((module, name))
+    return found
+
+
+def test_the_domain_and_the_model_read_and_write_no_file() -> None:
+    """ "Domain does no I/O", proved: no open(), no Path method that touches the disk, no os, shutil,
+    tempfile or dsx.atomic call in the domain packages or dsx.model (import-linter's domain-io
+    contract keeps their modules out too; this scan sees calls made through any alias)."""
+    calls = _file_calls()
+    assert ("dsx.files.documents", "open") in calls, "the scan finds the one user-file reader (or is broken)"
+    assert any(m == "dsx.catalog" for m, _ in calls), "the scan finds the shipped-data reader (or is broken)"
+    below = {(m, c) for m, c in calls if m.split(".")[1] in DOMAIN_AND_MODEL}
+    assert below == set(), f"read files in dsx.files or dsx.catalog and hand the domain their text: {sorted(below)}"

@@ -22,7 +22,6 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import rfc8785
@@ -30,7 +29,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from dsx.errors import BadInputError, NotFoundError
+from dsx.errors import BadInputError
 
 _DOUBLE_QUOTED_ONLY = re.compile("[\r\x85\u2028\u2029]")
 """CR and the line breaks YAML normalises (NEL, LS, PS): only double quotes keep them exact."""
@@ -505,44 +504,10 @@ def _check_tree(data: Any, limits: Limits) -> None:
             stack.extend((v, f"{path}[{n}]", depth + 1) for n, v in enumerate(value))
 
 
-def read_text(path: str | Path, *, max_bytes: int | None = None) -> str:
-    """Read a file or `-` (stdin), mapping OS errors to the dsx tree.
-
-    With `max_bytes`, reading stops one character past it, so `/dev/zero` or a huge file is
-    refused after reading no more than the limit.
-    """
-    import sys
-
-    size = -1 if max_bytes is None else max_bytes + 1
-    if str(path) == "-":
-        text = sys.stdin.read(size)
-        _check_size(text, "stdin", max_bytes)
-        return text
-    p = Path(path)
-    try:
-        with open(p, encoding="utf-8") as handle:
-            text = handle.read(size)
-        _check_size(text, str(p), max_bytes)
-        return text
-    except FileNotFoundError as exc:
-        raise NotFoundError(f"{p}: file not found") from exc
-    except IsADirectoryError as exc:
-        raise BadInputError(f"{p}: is a directory, expected a file") from exc
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"{p}: not UTF-8 text") from exc
-    except OSError as exc:
-        raise BadInputError(f"{p}: cannot read: {exc.strerror}") from exc
-
-
-def load_yaml_file(path: str | Path, *, limits: Limits = DEFAULT_LIMITS) -> Any:
-    """Read and parse one YAML (or JSON) file."""
-    return parse_yaml(read_text(path, max_bytes=limits.max_bytes), source=str(path), limits=limits)
-
-
-def load_mapping_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML file whose top level must be a mapping."""
-    data = load_yaml_file(path)
+def parse_mapping(text: str | bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """The one YAML (or JSON) document in `text`, which must be a mapping at the top level."""
+    data = parse_yaml(text, source=source, limits=limits)
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "an empty document"
-        raise BadInputError(f"{path}: expected a mapping at the top level, got {kind}")
+        raise BadInputError(f"{source}: expected a mapping at the top level, got {kind}")
     return data

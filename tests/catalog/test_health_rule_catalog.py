@@ -19,7 +19,7 @@ KNOWN_CHECKS = {
 
 
 def test_analyzer_rules_load_and_are_explained() -> None:
-    rules = analyzer.load_rules()
+    rules = analyzer.shipped_rules()
     assert rules
     for rule in rules:
         assert rule.description.strip(), rule.name
@@ -29,7 +29,7 @@ def test_analyzer_rules_load_and_are_explained() -> None:
 
 
 def test_analyzer_rules_look_at_checks_the_monitors_emit() -> None:
-    for rule in analyzer.load_rules():
+    for rule in analyzer.shipped_rules():
         assert rule.check_names, f"{rule.name}: no check_names (every event would pay for its CEL)"
         assert rule.check_names <= KNOWN_CHECKS, (
             f"{rule.name}: unknown checks {sorted(rule.check_names - KNOWN_CHECKS)}"
@@ -37,7 +37,7 @@ def test_analyzer_rules_look_at_checks_the_monitors_emit() -> None:
 
 
 def test_node_policies_load_and_are_explained() -> None:
-    policies = kube_objects.load_policies()
+    policies = kube_objects.shipped_policies()
     assert {p.name for p in policies} >= {"node-not-ready", "gpu-capacity-lost"}
     for policy in policies:
         assert policy.description.strip(), policy.name

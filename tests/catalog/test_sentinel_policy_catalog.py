@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from dsx import serialization
+from dsx.files import documents
 from dsx.health.decisions import incidents, nodes, policy, quarantine
 from dsx.host import kernel_log
 from dsx.model import certify_catalog as certify_catalog
@@ -28,7 +29,7 @@ from dsx.model.health import (
 
 DEPLOY_POLICY = Path(__file__).resolve().parents[2] / "deploy" / "sentinel" / "policy.yaml"
 NODE = {"metadata": {"name": "n1", "labels": {"nvidia.com/gpu.present": "true"}}, "status": {}}
-SHIPPED = policy.load()
+SHIPPED = policy.default()
 
 
 def event(component: ComponentClass, action: RecommendedAction, *, fatal: bool, check: str = "Check") -> HealthEvent:
@@ -107,4 +108,4 @@ def test_system_namespaces_are_never_drained() -> None:
 def test_the_deployed_policy_is_the_shipped_one() -> None:
     (config_map,) = serialization.parse_yaml_documents(DEPLOY_POLICY.read_text(), source=str(DEPLOY_POLICY))
     deployed = serialization.parse_yaml(config_map["data"]["policy.yaml"], source="policy ConfigMap")
-    assert deployed == serialization.load_mapping_file(policy.DEFAULT_PATH)
+    assert deployed == documents.load_mapping_file(policy.DEFAULT_PATH)

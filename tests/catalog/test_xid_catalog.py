@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dsx import serialization
 from dsx.errors import CatalogError
+from dsx.files import documents, health_files
 from dsx.health.parsing import xid
 from dsx.model.health import RecommendedAction
 
@@ -44,7 +44,7 @@ def test_the_workbook_exports_were_read() -> None:
 )
 def test_the_packaged_tsvs_are_the_workbook_exports(shared: str, packaged: str) -> None:
     """hack/gen-xid-catalog.py output is current: rerun it when the workbook changes."""
-    assert xid.read_tsv(xid.CATALOG_DIR / packaged) == tsv(shared)
+    assert health_files.read_tsv(xid.CATALOG_DIR / packaged) == tsv(shared)
 
 
 def test_the_packaged_bucket_list_is_the_workbooks_once_each() -> None:
@@ -185,9 +185,9 @@ def test_lost_gpu_patterns_use_bounded_repeats_only() -> None:
 
 
 def load_raw() -> tuple[dict[str, object], dict[str, list[dict[str, str]]]]:
-    data = serialization.load_mapping_file(xid.CATALOG_PATH)
+    data = documents.load_mapping_file(xid.CATALOG_PATH)
     workbook = {
-        name: xid.read_tsv(xid.CATALOG_DIR / name)
+        name: health_files.read_tsv(xid.CATALOG_DIR / name)
         for name in (xid.WORKBOOK_XIDS, xid.WORKBOOK_DECODE, xid.WORKBOOK_BUCKETS)
     }
     return data, workbook

@@ -84,10 +84,10 @@ def _files(*patterns: str) -> Callable[[], list[Path]]:
 
 
 def _overlay(path: Path, _out: Path) -> object:
-    from dsx import serialization
+    from dsx.files import documents
     from dsx.recipes import catalog
 
-    document = serialization.load_mapping_file(path)
+    document = documents.load_mapping_file(path)
     # the catalog wants metadata.name to be the file's name: name the source after it, so cases get past the header
     meta = document.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
@@ -102,19 +102,19 @@ def _calibration(path: Path, _out: Path) -> object:
 
 
 def _smi(path: Path, _out: Path) -> object:
-    from dsx import serialization
+    from dsx.files import documents
     from dsx.health.parsing import gpu_reports
 
-    text = serialization.read_text(path)
+    text = documents.read_text(path)
     gpu_reports.parse_query_csv(text)
     return gpu_reports.parse_smi(text, source=str(path)).findings()
 
 
 def _dcgm(path: Path, _out: Path) -> object:
-    from dsx import serialization
+    from dsx.files import documents
     from dsx.health.parsing import dcgm_diag
 
-    return dcgm_diag.parse_diag(serialization.read_text(path), source=str(path)).findings()
+    return dcgm_diag.parse_diag(documents.read_text(path), source=str(path)).findings()
 
 
 SMALL_RECIPE = DATA / "bundles" / "recipe-small.yaml"
@@ -406,6 +406,7 @@ def strategy(target: Target) -> st.SearchStrategy[str]:
     One integer per case keeps Hypothesis' own cost per case near zero (drawing every choice
     through it cost three times the run itself), and a failing seed replays exactly."""
     from dsx import serialization
+    from dsx.files import documents
 
     paths = target.seeds()
     if not paths:

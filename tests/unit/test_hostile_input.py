@@ -28,6 +28,7 @@ from dsx.bundles.options import Deployer
 from dsx.certify import calibration
 from dsx.cli import output
 from dsx.errors import BadInputError, CatalogError, DsxError
+from dsx.files import certify_files, documents
 from dsx.health.decisions import analyzer, policy
 from dsx.health.parsing import kube_objects
 from dsx.model import certify_catalog as certify_catalog
@@ -120,7 +121,7 @@ def test_a_nan_in_a_policy_file_is_refused_naming_the_field(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("value", [math.nan, math.inf])
 def test_a_non_finite_breaker_limit_is_refused_when_built_from_data(value: float) -> None:
-    data = serialization.load_mapping_file(policy.DEFAULT_PATH)
+    data = documents.load_mapping_file(policy.DEFAULT_PATH)
     data["breaker"]["maxQuarantinedPercent"] = value
     with pytest.raises(BadInputError, match=r"breaker\.maxQuarantinedPercent: expected a finite number"):
         policy.from_dict(data, source="policy.json")
@@ -229,34 +230,34 @@ def _certify_category(tmp_path: Path) -> Callable[[object], object]:
     def load(document: object) -> object:
         path = tmp_path / "nccl-all-reduce.yaml"
         path.write_text(serialization.dump_yaml(document))
-        return certify_catalog.load_file(path)
+        return certify_files.certify_category(path)
 
     return load
 
 
 DOCUMENT_KINDS: dict[str, tuple[Callable[[], object], Callable[[Path], Callable[[object], object]]]] = {
     "recipe": (
-        lambda: serialization.load_mapping_file(SMALL_RECIPE),
+        lambda: documents.load_mapping_file(SMALL_RECIPE),
         lambda _: lambda d: Recipe.from_dict(d, source="r"),
     ),
     "snapshot": (
-        lambda: serialization.load_mapping_file(REPO / "tests/data/recipes/snapshots/eks-h100-ubuntu.yaml"),
+        lambda: documents.load_mapping_file(REPO / "tests/data/recipes/snapshots/eks-h100-ubuntu.yaml"),
         lambda _: lambda d: Snapshot.from_dict(d, source="s"),
     ),
     "policy": (
-        lambda: serialization.load_mapping_file(policy.DEFAULT_PATH),
+        lambda: documents.load_mapping_file(policy.DEFAULT_PATH),
         lambda _: lambda d: policy.from_dict(d, source="p"),
     ),
     "analyzer rules": (
-        lambda: serialization.load_mapping_file(analyzer.RULES_PATH),
+        lambda: documents.load_mapping_file(analyzer.RULES_PATH),
         lambda _: lambda d: analyzer.rules_from_dict(d, source="a"),
     ),
     "node policies": (
-        lambda: serialization.load_mapping_file(kube_objects.POLICIES_PATH),
+        lambda: documents.load_mapping_file(kube_objects.POLICIES_PATH),
         lambda _: lambda d: kube_objects.policies_from_dict(d, source="k"),
     ),
     "certification category": (
-        lambda: serialization.load_mapping_file(catalog_data.path("certification") / "nccl-all-reduce.yaml"),
+        lambda: documents.load_mapping_file(catalog_data.path("certification") / "nccl-all-reduce.yaml"),
         _certify_category,
     ),
     "calibration": (

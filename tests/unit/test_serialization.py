@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from dsx import serialization
 from dsx.errors import BadInputError, NotFoundError
+from dsx.files import documents
 
 YAML11_TRAPS = ["on", "off", "yes", "no", "y", "n", "true", "NO", "1.10", "0755", "1e3", "~", "null", "12:30"]
 
@@ -53,19 +54,19 @@ def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("a: [1, 2\nb: 3\n")
     with pytest.raises(BadInputError, match=r"bad\.yaml: malformed YAML \(line"):
-        serialization.load_yaml_file(bad)
+        documents.load_yaml_file(bad)
 
 
 def test_missing_file_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match=r"missing\.yaml"):
-        serialization.load_yaml_file(tmp_path / "missing.yaml")
+        documents.load_yaml_file(tmp_path / "missing.yaml")
 
 
 def test_non_mapping_is_bad_input(tmp_path: Path) -> None:
     f = tmp_path / "list.yaml"
     f.write_text("- 1\n")
     with pytest.raises(BadInputError, match="expected a mapping"):
-        serialization.load_mapping_file(f)
+        documents.load_mapping_file(f)
 
 
 def test_digest_rejects_integers_outside_the_json_domain() -> None:
@@ -221,7 +222,7 @@ def test_the_json_loader_answers_a_value_or_bad_input(text: str) -> None:
 def test_reading_stops_at_the_size_limit() -> None:
     """`/dev/zero` never ends: the reader gives up one character past the limit."""
     with pytest.raises(BadInputError, match=r"/dev/zero: larger than 1024 bytes \(limit 1024\)"):
-        serialization.load_yaml_file("/dev/zero", limits=serialization.Limits(max_bytes=1024))
+        documents.load_yaml_file("/dev/zero", limits=serialization.Limits(max_bytes=1024))
 
 
 def test_aliases_to_one_long_string_count_its_text_each_time() -> None:

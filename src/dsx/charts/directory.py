@@ -21,6 +21,7 @@ from typing import Any
 
 from dsx import serialization
 from dsx.errors import BadInputError
+from dsx.files import documents
 from dsx.lint import chart as chart_data
 
 PARSED_VERSION = 1
@@ -57,7 +58,7 @@ _READER_CODE = tuple(
 def load_chart_dir(directory: Path, *, name: str, version: str, origin: str) -> chart_data.ChartData:
     """Read one chart directory (cache layout or unpacked chart); BadInputError names a broken file."""
     values_path = directory / chart_data.VALUES_FILE
-    values_text = serialization.read_text(values_path, max_bytes=chart_data.CHART_LIMITS.max_bytes)
+    values_text = documents.read_text(values_path, max_bytes=chart_data.CHART_LIMITS.max_bytes)
     defaults = chart_data.parse_yaml_fast(values_text, source=str(values_path)) or {}
     if not isinstance(defaults, dict):
         raise BadInputError(f"{values_path}: expected a mapping at the top level")
@@ -66,10 +67,10 @@ def load_chart_dir(directory: Path, *, name: str, version: str, origin: str) -> 
 
     refs_path = directory / chart_data.REFS_FILE
     if refs_path.is_file():
-        refs = chart_data.parse_refs_text(serialization.read_text(refs_path))
+        refs = chart_data.parse_refs_text(documents.read_text(refs_path))
     else:
         templates = sorted(p for p in (directory / chart_data.TEMPLATES_DIR).rglob("*") if p.is_file())
-        refs = chart_data.values_refs_from_templates(serialization.read_text(p) for p in templates)
+        refs = chart_data.values_refs_from_templates(documents.read_text(p) for p in templates)
     refs |= chart_data.condition_refs(chart_yaml)
 
     subcharts, subchart_dirs = _subcharts_of(directory, chart_yaml)
@@ -103,7 +104,7 @@ def _subcharts_of(directory: Path, chart_yaml: Mapping[str, Any]) -> tuple[tuple
     )
     listing = directory / chart_data.SUBCHARTS_FILE
     if listing.is_file():
-        keys = [line.strip() for line in serialization.read_text(listing).splitlines() if line.strip()]
+        keys = [line.strip() for line in documents.read_text(listing).splitlines() if line.strip()]
         dirs = {p.name: p for p in present}
     else:
         aliases = chart_data.dependency_keys(chart_yaml)
@@ -120,7 +121,7 @@ def _load_schema(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     schema = serialization.parse_json(
-        serialization.read_text(path, max_bytes=chart_data.CHART_LIMITS.max_bytes),
+        documents.read_text(path, max_bytes=chart_data.CHART_LIMITS.max_bytes),
         source=str(path),
         limits=chart_data.CHART_LIMITS,
     )
@@ -132,5 +133,5 @@ def _load_schema(path: Path) -> dict[str, Any] | None:
 def _load_chart_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    data = serialization.load_yaml_file(path, limits=chart_data.CHART_LIMITS) or {}
+    data = documents.load_yaml_file(path, limits=chart_data.CHART_LIMITS) or {}
     return data if isinstance(data, dict) else {}

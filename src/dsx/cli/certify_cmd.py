@@ -336,12 +336,12 @@ def _load_calibration(path: str | None, this_host: str) -> Any:
         return None
     from pathlib import Path
 
-    from dsx import serialization
     from dsx.certify import calibration
+    from dsx.files import documents
 
     if not Path(path).exists():
         return calibration.Calibration(host=this_host)
-    return calibration.Calibration.from_dict(serialization.load_mapping_file(path), source=path, this_host=this_host)
+    return calibration.Calibration.from_dict(documents.load_mapping_file(path), source=path, this_host=this_host)
 
 
 def _spec(options: dict[str, Any]) -> tuple[Any, bool]:
@@ -353,9 +353,9 @@ def _spec(options: dict[str, Any]) -> tuple[Any, bool]:
     spec = model.Certification()
     block: dict[str, Any] = {}
     if options["recipe_path"]:
-        from dsx.model import recipe as recipe_model
+        from dsx.files import documents
 
-        loaded = recipe_model.load(options["recipe_path"])
+        loaded = documents.recipe(options["recipe_path"])
         if loaded.certification:
             block = dict(loaded.certification)
             spec = model.Certification.from_dict(block, source=f"{options['recipe_path']}: certification")

@@ -27,11 +27,11 @@ def parse() -> None:
 @cli_output.format_options
 def nccl(file: str, fmt: str, output: str | None) -> None:
     """Read nccl-tests output: per table the collective, rows, max and average busbw, status."""
-    from dsx import serialization
     from dsx.certify.parsing import nccl as nccl_parsing
+    from dsx.files import documents
     from dsx.model import schema
 
-    log = nccl_parsing.parse(serialization.read_text(file))
+    log = nccl_parsing.parse(documents.read_text(file))
     cli_output.emit(schema.camel_keys(log.to_dict()), fmt, output, table=_nccl_table)
     if log.status is nccl_parsing.Status.FAILED:
         run_result(1)
@@ -49,14 +49,13 @@ def nccl(file: str, fmt: str, output: str | None) -> None:
 @cli_output.format_options
 def training(file: str, profile_name: str | None, fmt: str, output: str | None) -> None:
     """Read a training log: step time, tokens/s, TFLOP/s per GPU, checkpoints, restarts and goodput."""
-    from dsx import serialization
-    from dsx.certify.parsing import profiles
     from dsx.certify.parsing import training as training_parsing
+    from dsx.files import certify_files, documents
 
-    profile = profiles.load(profile_name) if profile_name else None
+    profile = certify_files.log_profile(profile_name) if profile_name else None
     from dsx.model import schema
 
-    run = training_parsing.parse(serialization.read_text(file), profile)
+    run = training_parsing.parse(documents.read_text(file), profile)
     shown = schema.camel_keys(run.to_dict())
     shown["missing"] = [schema.camel(name) for name in shown["missing"]]
     cli_output.emit(shown, fmt, output, table=_training_table)

@@ -103,10 +103,19 @@ def _criteria_from_flags(params: dict[str, Any]) -> Any:
         "platform": params["platform"],
         "nodes": params["nodes"],
     }
-    gathered = inputs.gather(flags, config_path=params["config_path"], snapshot_path=params["snapshot_path"])
+    gathered = inputs.gather(flags, config=_named(params["config_path"]), snapshot=_named(params["snapshot_path"]))
     for warning in gathered.warnings:
         click.echo(f"dsx: warning: {warning}", err=True)
     return gathered.criteria
+
+
+def _named(path: str | None) -> Any:
+    if not path:
+        return None
+    from dsx.files import documents
+    from dsx.recipes import inputs
+
+    return inputs.NamedDocument(path, documents.load_mapping_file(path))
 
 
 def recipe_or_criteria(recipe_path: str | None, params: dict[str, Any], *, required: bool = False) -> Any:
@@ -121,9 +130,9 @@ def recipe_or_criteria(recipe_path: str | None, params: dict[str, Any], *, requi
     if recipe_path and given:
         raise BadInputError(f"--recipe and criteria flags ({', '.join(given)}) are exclusive")
     if recipe_path:
-        from dsx.model import recipe as recipe_model
+        from dsx.files import documents
 
-        return recipe_model.load(recipe_path)
+        return documents.recipe(recipe_path)
     if required and not given:
         raise BadInputError(
             "give --recipe FILE (or - for stdin) or criteria flags such as --service eks --accelerator h100"

@@ -29,6 +29,7 @@ from dsx.cli import sentinel_render
 from dsx.cli.params import INT64_MAX, FiniteFloatRange, log_format_option
 from dsx.cli.sentinel_parse_cmd import parse
 from dsx.cli.sentinel_report_cmd import report
+from dsx.files import health_files
 from dsx.settings import folders
 
 if TYPE_CHECKING:
@@ -363,7 +364,9 @@ def run(
     if sim_name and kubeconfig:
         raise BadInputError("sentinel run: give --sim NAME or --kubeconfig FILE, not both")
     logs.configure(log_format, _LOG_LEVELS[log_level])
-    chosen = policy_module.load(config).with_overrides(enable=policy_module.parse_stages(enable), dry_run=dry_run)
+    chosen = health_files.sentinel_policy(config).with_overrides(
+        enable=policy_module.parse_stages(enable), dry_run=dry_run
+    )
     if image:
         chosen = dataclasses.replace(chosen, certification=dataclasses.replace(chosen.certification, image=image))
     folder = (
@@ -611,10 +614,9 @@ def replay(
     output: str | None,
 ) -> None:
     """What POLICY would have quarantined, drained and remediated for the stored events."""
-    from dsx.health.decisions import policy as policy_module
     from dsx.testing import replay as replaying
 
-    chosen = policy_module.load(policy_file)
+    chosen = health_files.sentinel_policy(policy_file)
     store = _store(store_url)
     try:
         moment = _since(since)
@@ -724,10 +726,9 @@ def request_validation(
     dry_run: bool,
 ) -> None:
     """Queue validation requests; a running sentinel certifies at most M nodes at once."""
-    from dsx import serialization
     from dsx.errors import BadInputError
+    from dsx.files import documents
     from dsx.health.decisions import nodes as node_facts
-    from dsx.health.decisions import policy as policy_module
     from dsx.health.decisions import validation_requests as requests
 
     if bool(node_names) == bool(drift_file):
@@ -736,11 +737,11 @@ def request_validation(
     if node_names:
         wanted = {name: requests.reason(requests.ValidationKind.MANUAL, "requested by a person") for name in node_names}
     else:
-        report = serialization.load_mapping_file(str(drift_file))
+        report = documents.load_mapping_file(str(drift_file))
         if report.get("kind") != "DriftReport":
             raise BadInputError(f"{drift_file}: kind: expected DriftReport (from `dsx diff --format json`)")
         fleet, _ = _read_fleet(kubeconfig, sim_name)
-        selector = policy_module.load(config).gpu_node_selector
+        selector = health_files.sentinel_policy(config).gpu_node_selector
         gpu_nodes = [node_facts.name(n) for n in fleet or [] if node_facts.selected(n, selector)]
         found = requests.nodes_from_drift(report, gpu_nodes, source=str(drift_file))
         wanted = {node: requests.reason(requests.ValidationKind.DRIFT, why) for node, why in found.items()}

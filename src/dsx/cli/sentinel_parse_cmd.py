@@ -29,12 +29,12 @@ from dsx.cli import output as cli_output
 @cli_output.format_options
 def parse(file: str, driver_version: str | None, fmt: str, output: str | None) -> None:
     """Classify the NVRM Xid, SXid and lost-GPU lines of a kernel log (FILE or - for stdin)."""
-    from dsx import serialization
+    from dsx.files import documents
     from dsx.health.parsing import xid
     from dsx.model import schema
 
     driver = xid.parse_driver_version(driver_version, "configuration", "--driver-version") if driver_version else None
-    records = xid.parse_text(serialization.read_text(file), driver=driver)
+    records = xid.parse_text(documents.read_text(file), driver=driver)
     cli_output.emit([schema.camel_keys(r.to_dict()) for r in records], fmt, output, table=_table)
 
 

@@ -40,10 +40,10 @@ def report() -> None:
 @cli_output.format_options
 def smi(file: str, node_name: str | None, fmt: str, output: str | None) -> None:
     """Read `nvidia-smi -q` text or `-q -x` XML: per GPU counters and verdicts, then the findings."""
-    from dsx import serialization
+    from dsx.files import documents
     from dsx.health.parsing import gpu_reports, reports
 
-    parsed = gpu_reports.parse_smi(serialization.read_text(file), source=file)
+    parsed = gpu_reports.parse_smi(documents.read_text(file), source=file)
     document = {
         "driver_version": parsed.driver_version,
         "cuda_version": parsed.cuda_version,
@@ -58,10 +58,10 @@ def smi(file: str, node_name: str | None, fmt: str, output: str | None) -> None:
 @cli_output.format_options
 def dcgm(file: str, node_name: str | None, fmt: str, output: str | None) -> None:
     """Read `dcgmi diag` output (table or -j JSON): per test and GPU pass, fail, warn or skip."""
-    from dsx import serialization
+    from dsx.files import documents
     from dsx.health.parsing import dcgm_diag, reports
 
-    parsed = dcgm_diag.parse_diag(serialization.read_text(file), source=file)
+    parsed = dcgm_diag.parse_diag(documents.read_text(file), source=file)
     _emit(parsed.to_dict(), parsed.findings(), reports.DIAG_AGENT, node_name, file, fmt, output)
 
 

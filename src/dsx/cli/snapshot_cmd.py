@@ -72,9 +72,9 @@ def cluster_snapshot(reader: ClusterReader) -> Snapshot:
 
 
 def load_snapshots(paths: tuple[str, ...] | list[str]) -> list[Any]:
-    from dsx.model import snapshot
+    from dsx.files import documents
 
-    return [snapshot.load(p) for p in paths]
+    return [documents.snapshot_file(p) for p in paths]
 
 
 def node_snapshots_from_configmaps(client: Any, namespace: str) -> list[Any]:
@@ -248,7 +248,7 @@ def node(
     Runs on the node (see deploy/snapshot-agent) or against a copy of a host's files (--root).
     --kubeconfig is only needed for `-o cm://NAMESPACE/NAME`.
     """
-    from dsx import serialization
+    from dsx.files import documents
     from dsx.host import snapshot as host_snapshot
 
     base = Path(root)
@@ -258,7 +258,7 @@ def node(
 
     def nvidia_smi() -> str:
         if smi_xml is not None:
-            return serialization.read_text(smi_xml)
+            return documents.read_text(smi_xml)
         return host_snapshot.run_nvidia_smi(base)
 
     while True:

@@ -248,7 +248,7 @@ def validate(
     import os
 
     from dsx import serialization
-    from dsx.model import recipe as recipe_model
+    from dsx.files import documents
     from dsx.validation import attestation, reports, run
 
     phases = _phases(phase_values)
@@ -266,7 +266,7 @@ def validate(
             raise BadInputError(f"--attest needs {', '.join(missing)}")
         if report_path == "-":
             raise BadInputError("--attest needs --output to name a file (the attestation sits beside it)")
-    target = recipe_model.load(recipe_path)
+    target = documents.recipe(recipe_path)
     signer = None
     if attest:
         from dsx.files import signing as signing_files
@@ -360,8 +360,7 @@ def diff(
     """
     import contextlib
 
-    from dsx import serialization
-    from dsx.model import recipe as recipe_model
+    from dsx.files import documents
     from dsx.validation import drift
 
     if files:
@@ -369,10 +368,10 @@ def diff(
             raise BadInputError("diff: give two files, or --recipe with --snapshot/--kubeconfig, not both")
         if len(files) != 2:
             raise BadInputError(f"diff: expected two files (baseline and current), got {len(files)}")
-        left, right = (serialization.load_mapping_file(f) for f in files)
+        left, right = (documents.load_mapping_file(f) for f in files)
         report = drift.compare_documents(left, right, left_source=files[0], right_source=files[1])
     elif recipe_path:
-        target = recipe_model.load(recipe_path)
+        target = documents.recipe(recipe_path)
         with contextlib.ExitStack() as stack:
             snap, _ = _snapshot_and_reader(snapshot_files, kubeconfig, context, stack)
         report = drift.recipe_vs_snapshot(target, snap)

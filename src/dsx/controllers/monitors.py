@@ -233,7 +233,7 @@ def run_source(
 def run_kube_monitor(kubeconfig: str | None, sink: Sink, *, once: bool, stop: threading.Event | None = None) -> int:
     """Node policies over a node watch (the first pass reports every node's baseline)."""
     stop = stop or threading.Event()
-    monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
+    monitor = kube_objects.KubeObjectMonitor(kube_objects.shipped_policies())
     sent = 0
     with KubeClient(incluster.require(kubeconfig, "monitor kube", os.environ)) as client:
         if once:

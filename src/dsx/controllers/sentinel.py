@@ -49,6 +49,7 @@ from typing import Any
 from dsx import errors, retry, settings
 from dsx.api import security
 from dsx.controllers import http, kube_maintenance, kube_nodes, loops, monitors, telemetry
+from dsx.files import health_files
 from dsx.health.decisions import actor as actor_claim
 from dsx.health.decisions import (
     analyzer,
@@ -283,10 +284,10 @@ class SentinelRuntime:
                 kube_maintenance.KubeMaintenanceRequests(self.client), self.nodes, policy, self.telemetry
             )
         if policy.monitors.kube_objects:
-            self.kube_monitor = kube_objects.KubeObjectMonitor(kube_objects.load_policies())
+            self.kube_monitor = kube_objects.KubeObjectMonitor(kube_objects.shipped_policies())
         if policy.monitors.node_events:
             self.event_monitor = node_events.NodeEventMonitor(
-                node_events.load_policies(), since_epoch_seconds=time.time()
+                node_events.shipped_policies(), since_epoch_seconds=time.time()
             )
         sources = self.parts.kernel_logs
         labels = self._node_labels() if any(not source.driver_version for source in sources) else {}
@@ -465,9 +466,7 @@ class SentinelRuntime:
         for runner in self.runners:
             self._spawn(f"stage-{runner.name}", self._stage_loop(runner))
         if self.policy.switch(Stage.ANALYZER).enabled:
-            rules = (
-                analyzer.load_rules(self.policy.analyzer_rules) if self.policy.analyzer_rules else analyzer.load_rules()
-            )
+            rules = health_files.analyzer_rules(self.policy.analyzer_rules)
             correlate = analyzer_stage.AnalyzerStage(
                 self._open_store(), analyzer.Analyzer(rules), owner=self.options.owner
             )

@@ -31,6 +31,7 @@ from dsx.certify import engine
 from dsx.certify import reports as certify_reports
 from dsx.demo import install, journal, operate
 from dsx.executors.local import executor as local_executor
+from dsx.files import documents
 from dsx.files import signing as signing_files
 from dsx.kube.client import KubeClient, Taint
 from dsx.model import certification as certification_model
@@ -199,11 +200,11 @@ class Demo:
     # ---- configure ----------------------------------------------------------------------------
 
     def _recipe(self) -> str:
-        gathered = inputs.gather(dict(CRITERIA, nodes=str(NODE_COUNT)), config_path=None, snapshot_path=None)
+        gathered = inputs.gather(dict(CRITERIA, nodes=str(NODE_COUNT)))
         recipe = resolve.resolve(gathered.criteria)
         target = self.path(Artifact.RECIPE)
         target.write_text(serialization.dump_yaml(recipe.to_dict()), encoding="utf-8")
-        self.recipe = recipe_model.load(str(target))
+        self.recipe = documents.recipe(str(target))
         self.artifact("recipe", Artifact.RECIPE)
         return (
             f"{recipe.metadata.name}: {len(recipe.component_refs)} components, "

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsx import atomic, errors, retry, serialization
 from dsx.demo import install, journal
+from dsx.files import documents, health_files
 
 if TYPE_CHECKING:
     from dsx.controllers.sentinel import SentinelRuntime
@@ -137,9 +138,9 @@ class Steps:
         folder = demo.path(SENTINEL_DIR)
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        shipped = serialization.load_mapping_file(policy_module.DEFAULT_PATH)
+        shipped = documents.load_mapping_file(policy_module.DEFAULT_PATH)
         demo.path(POLICY_FILE).write_text(serialization.dump_yaml(demo_policy(shipped)), encoding="utf-8")
-        chosen = policy_module.load(demo.path(POLICY_FILE))
+        chosen = health_files.sentinel_policy(demo.path(POLICY_FILE))
         store_url = f"sqlite:///{demo.path(STORE_FILE)}"
         self._capture_logs(logs.JsonFormatter())
         options = runtime_module.SentinelOptions(

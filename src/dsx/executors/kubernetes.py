@@ -41,6 +41,7 @@ from dsx import serialization
 from dsx.certify import platforms, workload
 from dsx.certify.executor import JobLauncher, Notice, RunOutcome, RunStatus, WorkloadRun
 from dsx.errors import DsxError, UnavailableError
+from dsx.files import documents
 from dsx.images import WORKLOAD_IMAGE
 from dsx.model import certification as model
 from dsx.model import certify_catalog as catalog
@@ -166,7 +167,7 @@ def _fabric(run: WorkloadRun, nodes: Mapping[str, model.CandidateNode]) -> platf
 def shipped_runtimes() -> list[dict[str, Any]]:
     """The ClusterTrainingRuntime documents of the catalog component (the files a bundle installs)."""
     folder = catalog_data.path("components") / RUNTIMES_COMPONENT
-    return [serialization.load_mapping_file(str(path)) for path in sorted(folder.glob("*.yaml"))]
+    return [documents.load_mapping_file(str(path)) for path in sorted(folder.glob("*.yaml"))]
 
 
 def render_trainjob(

@@ -19,6 +19,7 @@ from typing import Any
 from dsx import atomic, serialization
 from dsx.errors import BadInputError, CheckFailedError, NotFoundError
 from dsx.file_tree import FileTree, list_tree, read_tree
+from dsx.files import documents
 from dsx.model import bundle_layout as layout
 from dsx.model import checksums
 from dsx.signing import attest, keys, provenance, sigstore, verify
@@ -114,7 +115,7 @@ def sign_file(
     freshness: provenance.Freshness | None = None,
 ) -> list[Path]:
     """Sign a recipe file; the attestations go beside it as FILE.intoto.jsonl and FILE.sigstore.json."""
-    document = serialization.load_mapping_file(path)
+    document = documents.load_mapping_file(path)
     attest.check_recipe(document, source=str(path))
     sidecars = attest.recipe_sidecars(
         path.name, path.read_bytes(), document, signer, created_at=created_at, freshness=freshness
@@ -192,7 +193,7 @@ def read_verified_revision(state: Path) -> int | None:
     """The revision last verified into `state` (`dsx verify --state`); None when the file is new."""
     if not state.exists():
         return None
-    document = serialization.load_mapping_file(state)
+    document = documents.load_mapping_file(state)
     revision = document.get("revision")
     if document.get("schema") != STATE_SCHEMA or not isinstance(revision, int) or isinstance(revision, bool):
         raise BadInputError(f"{state}: not a dsx verify state file (schema {STATE_SCHEMA}, an integer revision)")

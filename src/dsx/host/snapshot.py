@@ -23,7 +23,7 @@ from typing import Any
 import defusedxml
 import defusedxml.ElementTree as defused
 
-from dsx import catalog, serialization
+from dsx import catalog
 from dsx.errors import BadInputError, NotFoundError, UnavailableError
 from dsx.model import snapshot
 
@@ -61,7 +61,7 @@ NvidiaSmi = Callable[[], str]
 @functools.cache
 def pci_table() -> dict[str, dict[str, str]]:
     """deviceId → {pciName, product, architecture, accelerator?} from the shipped catalog."""
-    doc = serialization.load_mapping_file(catalog.path("pci", "nvidia-gpus.yaml"))
+    doc = catalog.mapping("pci", "nvidia-gpus.yaml")
     return {str(d["deviceId"]).lower(): {k: str(v) for k, v in d.items()} for d in doc["devices"]}
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from dsx import catalog, cel, serialization
+from dsx import catalog, cel
 from dsx.errors import CatalogError, NotFoundError, allowed_values_message
 from dsx.model import certification as model
 from dsx.model import schema
@@ -35,6 +35,9 @@ CEL_VARIABLES = ("value", "reference", "peers")
 """`value`: the measured metric; `reference`: the calibrated value of the same run shape (local);
 `peers`: the median of the same metric over the runs of the same shape in the same round."""
 RELATIVE_VARIABLES = frozenset({"reference", "peers"})
+
+FOLDER = "certification"
+"""Where the shipped categories live in `dsx.catalog` (platforms/ and workloads/ below it)."""
 
 
 @dataclass(frozen=True)
@@ -328,8 +331,9 @@ class _WorkloadDoc(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
     spec: _WorkloadSpec
 
 
-def load_file(path: Path) -> Category:
-    raw = serialization.load_mapping_file(str(path))
+def category_from_dict(raw: Mapping[str, Any], source: str) -> Category:
+    """A category file's mapping; `source` is its path (the file name is the category's name)."""
+    path = Path(source)
     where = path.name
     _expect(raw.get("apiVersion") == model.API_VERSION, where, f"apiVersion must be {model.API_VERSION}")
     _expect(raw.get("kind") == KIND, where, f"kind must be {KIND}")
@@ -347,7 +351,7 @@ def load_file(path: Path) -> Category:
         thresholds=(),
         peer_thresholds=(),
         local_thresholds=(),
-        source=str(path),
+        source=source,
     )
     if spec.workload is model.WorkloadKind.COLLECTIVE:
         if spec.collective is None:
@@ -383,27 +387,31 @@ def load_file(path: Path) -> Category:
 @functools.lru_cache(maxsize=1)
 def load_all() -> dict[str, Category]:
     """Every shipped category by name, in name order."""
-    directory = catalog.path("certification")
-    return {c.name: c for c in (load_file(p) for p in sorted(directory.glob("*.yaml")))}
+    return {c.name: c for c in (category_from_dict(*_shipped(FOLDER, name)) for name in catalog.names(FOLDER))}
 
 
 @functools.lru_cache(maxsize=1)
 def platforms() -> dict[str, Platform]:
     """Every shipped platform (`platforms/*.yaml`) by name, in name order."""
-    directory = catalog.path("certification") / "platforms"
-    return {p.name: p for p in (load_platform(f) for f in sorted(directory.glob("*.yaml")))}
+    shipped = (platform_from_dict(*_shipped(FOLDER, "platforms", name)) for name in catalog.names(FOLDER, "platforms"))
+    return {p.name: p for p in shipped}
 
 
 @functools.lru_cache(maxsize=1)
 def workloads() -> dict[model.Program, Workload]:
     """Every shipped cluster workload (`workloads/*.yaml`) by program."""
-    directory = catalog.path("certification") / "workloads"
-    loaded = [load_workload(f) for f in sorted(directory.glob("*.yaml"))]
+    loaded = [workload_from_dict(*_shipped(FOLDER, "workloads", name)) for name in catalog.names(FOLDER, "workloads")]
     return {w.program: w for w in loaded}
 
 
-def load_platform(path: Path) -> Platform:
-    raw = serialization.load_mapping_file(str(path))
+def _shipped(*parts: str) -> tuple[dict[str, Any], str]:
+    """A shipped file's mapping and its path, the arguments of the `…_from_dict` functions."""
+    file = (*parts[:-1], f"{parts[-1]}.yaml")
+    return catalog.mapping(*file), str(catalog.path(*file))
+
+
+def platform_from_dict(raw: Mapping[str, Any], source: str) -> Platform:
+    path = Path(source)
     where = f"platforms/{path.name}"
     _expect(raw.get("kind") == PLATFORM_KIND, where, f"kind must be {PLATFORM_KIND}")
     doc = schema.decode(raw, _PlatformDoc, source=where, separator=": ", error=CatalogError)
@@ -425,8 +433,8 @@ def load_platform(path: Path) -> Platform:
     )
 
 
-def load_workload(path: Path) -> Workload:
-    raw = serialization.load_mapping_file(str(path))
+def workload_from_dict(raw: Mapping[str, Any], source: str) -> Workload:
+    path = Path(source)
     where = f"workloads/{path.name}"
     _expect(raw.get("kind") == WORKLOAD_KIND, where, f"kind must be {WORKLOAD_KIND}")
     doc = schema.decode(raw, _WorkloadDoc, source=where, separator=": ", error=CatalogError)

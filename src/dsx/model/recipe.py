@@ -252,8 +252,3 @@ class Recipe:
             certification=doc.certification,
             source=source,
         )
-
-
-def load(path: str) -> Recipe:
-    """Read a recipe file (YAML or JSON; `-` is stdin)."""
-    return Recipe.from_dict(serialization.load_mapping_file(path), source=str(path))

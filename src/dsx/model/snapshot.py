@@ -25,7 +25,6 @@ from typing import Annotated, Any
 
 import msgspec
 
-from dsx import serialization
 from dsx.errors import BadInputError
 from dsx.model import schema
 
@@ -766,8 +765,3 @@ def _host(doc: _HostDoc) -> HostFacts:
         ),
         unreadable=_unreadable(doc.unreadable),
     )
-
-
-def load(path: str) -> Snapshot:
-    """Read a snapshot file (YAML or JSON; `-` is stdin)."""
-    return Snapshot.from_dict(serialization.load_mapping_file(path), source=str(path))

@@ -1,19 +1,19 @@
-"""Loading the overlay catalog and the component registry from YAML data.
+"""The overlay catalog and the component registry, from their YAML text.
 
-The catalog is data (src/dsx/catalog/overlays, src/dsx/catalog/components); this module turns it
-into typed objects once per process and checks what can be checked per file: schema, criteria
-values, constraint syntax, health asserts, base chains. Everything a resolution could trip over
-later (unknown base, a base whose criteria are not a subset, two overlays for one combination,
-a component an overlay names but the registry lacks) fails here with a CatalogError naming the
-file and field, so a broken catalog never resolves half-way.
+The catalog is data (src/dsx/catalog/overlays, src/dsx/catalog/components), read by
+`dsx.catalog.tree`; this module turns its text into typed objects once per process and checks
+what can be checked per file: schema, criteria values, constraint syntax, health asserts, base
+chains. Everything a resolution could trip over later (unknown base, a base whose criteria are
+not a subset, two overlays for one combination, a component an overlay names but the registry
+lacks) fails here with a CatalogError naming the file and field, so a broken catalog never
+resolves half-way.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -202,14 +202,21 @@ def default_root() -> Path:
 
 @functools.lru_cache(maxsize=4)
 def load(root: Path | None = None) -> Catalog:
-    """Load and check the catalog under `root` (the shipped one by default), once per root in this process."""
-    root = Path(root) if root is not None else default_root()
-    sources = _read_sources(root)
+    """The catalog under `root` (the shipped one by default), checked once per root in this process.
+
+    `dsx.catalog.tree` reads the files; `build` decides on their text.
+    """
+    where = Path(root) if root is not None else default_root()
+    return build(catalog_data.tree(where), where)
+
+
+def build(files: Mapping[str, str], root: Path) -> Catalog:
+    """Check and assemble a catalog from its files' text, keyed by their path under `root`."""
     try:
-        overlays = [_parse_overlay(doc, source) for source, doc in sources["overlays"]]
+        overlays = [_parse_overlay(doc, source) for source, doc in _parse_files(files, _is_overlay)]
         components: dict[str, ComponentRef] = {}
-        for source, doc in sources["components"]:
-            ref = _parse_component(doc, source, root / "components")
+        for source, doc in _parse_files(files, _is_component):
+            ref = _parse_component(doc, source, files)
             if ref.name in components:
                 raise CatalogError(f"{source}: component {ref.name!r} is defined twice")
             components[ref.name] = ref
@@ -220,44 +227,26 @@ def load(root: Path | None = None) -> Catalog:
     return _assemble(overlays, components, root)
 
 
-_Sources = dict[str, list[tuple[str, Mapping[str, Any]]]]
+def _is_overlay(name: str) -> bool:
+    return name.startswith("overlays/") and name.endswith(".yaml")
 
 
-def _read_sources(root: Path) -> _Sources:
-    """The parsed YAML of every overlay and component, named relative to the root."""
-    files = {
-        "overlays": sorted(_yaml_files(root / "overlays", recursive=True)),
-        "components": sorted(_yaml_files(root / "components", recursive=False)),
-    }
-    return {kind: _parse_files(paths, root / kind) for kind, paths in files.items()}
+def _is_component(name: str) -> bool:
+    return name.startswith("components/") and name.endswith(".yaml") and name.count("/") == 1
 
 
-def _parse_files(paths: list[Path], folder: Path) -> list[tuple[str, Mapping[str, Any]]]:
-    """Each YAML file parsed, named relative to the catalog root (`overlays/eks.yaml`)."""
+def _parse_files(files: Mapping[str, str], wanted: Callable[[str], bool]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each wanted YAML file parsed, in path order, named relative to the catalog root (`overlays/eks.yaml`)."""
     found: list[tuple[str, Mapping[str, Any]]] = []
-    for path in paths:
-        source = str(path.relative_to(folder.parent))
+    for source in sorted(n for n in files if wanted(n)):
         try:
-            doc = serialization.parse_yaml(serialization.read_text(path), source=source)
+            doc = serialization.parse_yaml(files[source], source=source)
         except DsxError as exc:
             raise CatalogError(str(exc)) from exc
         if not isinstance(doc, Mapping):
             raise CatalogError(f"{source}: expected a mapping at the top level")
         found.append((source, doc))
     return found
-
-
-def _yaml_files(folder: Path, recursive: bool) -> list[Path]:
-    files: list[Path] = []
-    if not folder.is_dir():
-        return files
-    for entry in os.scandir(folder):
-        if entry.is_dir():
-            if recursive:
-                files.extend(_yaml_files(Path(entry.path), recursive))
-        elif entry.name.endswith(".yaml") and entry.is_file():
-            files.append(Path(entry.path))
-    return files
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,20 +443,21 @@ def _thresholds(raw: dict[str, str], source: str) -> dict[str, str]:
     return dict(raw)
 
 
-def _parse_component(doc: Mapping[str, Any], source: str, folder: Path) -> ComponentRef:
+def _parse_component(doc: Mapping[str, Any], source: str, files: Mapping[str, str]) -> ComponentRef:
     name, decoded = _decode(doc, source, COMPONENT_KIND, _ComponentDoc)
     if name in layout.RESERVED_COMPONENT_NAMES:
         raise CatalogError(layout.reserved_name_message(f"{source}: metadata.name {name!r}"))
     spec = decoded.spec
     manifests: dict[str, str] = {}
     for file_name in spec.manifest_files or []:
-        path = folder / name / file_name
         if "/" in file_name or file_name.startswith("."):
             raise CatalogError(f"{source}: spec.manifestFiles: {file_name!r} must be a plain file name")
-        try:
-            manifests[file_name] = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CatalogError(f"{source}: spec.manifestFiles: cannot read {path.name}: {exc.strerror}") from exc
+        text = files.get(f"components/{name}/{file_name}")
+        if text is None:
+            raise CatalogError(
+                f"{source}: spec.manifestFiles: cannot read {file_name}: no such file in components/{name}/"
+            )
+        manifests[file_name] = text
     problem = pin_problem(spec.version)
     if problem:
         raise CatalogError(f"{source}: spec.version {problem}")

@@ -24,38 +24,45 @@ class Gathered:
     warnings: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class NamedDocument:
+    """A document's mapping and the file it came from (an entry point reads it: no I/O here)."""
+
+    source: str
+    data: Mapping[str, Any]
+
+
 def gather(
-    flags: Mapping[str, object | None], *, config_path: str | None = None, snapshot_path: str | None = None
+    flags: Mapping[str, object | None], *, config: NamedDocument | None = None, snapshot: NamedDocument | None = None
 ) -> Gathered:
     """Criteria from the snapshot, then the config file, then the flags (None = flag not given)."""
     warnings: list[str] = []
     layers: list[dict[str, Any]] = []
     detected: dict[str, Any] = {}
-    # the file readers load when a file is given: flags alone need none of them (CLI start-up)
-    if snapshot_path:
-        from dsx import serialization
+    # the readers of a snapshot and of AICR's formats load when one is given: flags alone need none
+    if snapshot is not None:
         from dsx.model import aicr
         from dsx.recipes import snapshot_criteria
 
-        document = serialization.load_mapping_file(snapshot_path)
+        document: Mapping[str, Any] = snapshot.data
         if aicr.is_aicr_snapshot(document):
-            document = aicr.snapshot_from_aicr(document, source=str(snapshot_path)).to_dict()
-        derived = snapshot_criteria.derive(document, source=str(snapshot_path))
+            document = aicr.snapshot_from_aicr(document, source=snapshot.source).to_dict()
+        derived = snapshot_criteria.derive(document, source=snapshot.source)
         warnings.extend(derived.warnings)
         detected = derived.criteria
         layers.append(detected)
-    if config_path:
-        from dsx import serialization
+    if config is not None:
         from dsx.model import aicr
 
-        config = serialization.load_mapping_file(config_path)
-        if aicr.is_aicr_criteria(config):
-            config = aicr.criteria_mapping(config, source=str(config_path))
-        layers.append(criteria_model.normalize_mapping(config, source=str(config_path)))
+        values: Mapping[str, Any] = config.data
+        if aicr.is_aicr_criteria(values):
+            values = aicr.criteria_mapping(values, source=config.source)
+        layers.append(criteria_model.normalize_mapping(values, source=config.source))
     from_flags = dimensions.normalize_flags(flags, source=COMMAND_LINE)
     for key, value in from_flags.items():
         if key in detected and detected[key] != value:
-            warnings.append(f"--{key} {value} overrides {detected[key]} detected in {snapshot_path}")
+            where = snapshot.source if snapshot is not None else "the snapshot"
+            warnings.append(f"--{key} {value} overrides {detected[key]} detected in {where}")
     layers.append(from_flags)
     merged: dict[str, Any] = {}
     for layer in layers:

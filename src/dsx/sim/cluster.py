@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dsx import atomic, errors, httpclient, retry, serialization
+from dsx.files import documents
 from dsx.kube.client import KubeClient
 from dsx.settings import folders
 from dsx.sim import binaries, kwok, nodes, pki, processes
@@ -203,7 +204,7 @@ class SimCluster:
         if not self.state_file.is_file():
             return None
         try:
-            return ClusterState.from_dict(serialization.load_mapping_file(self.state_file))
+            return ClusterState.from_dict(documents.load_mapping_file(self.state_file))
         except (KeyError, TypeError, ValueError) as exc:
             raise errors.BadInputError(f"{self.state_file}: unreadable simulator state ({exc})") from exc
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dsx.files import health_files
 from dsx.health.decisions import analyzer, breaker, drain, nodes, quarantine, recertify, remediation, stage
 from dsx.health.decisions.eventstore import StoredEvent
 from dsx.health.decisions.policy import PIPELINE, ProviderKind, SentinelPolicy, Stage
@@ -152,7 +153,7 @@ def replay(
     runners = [
         stages.StageRunner(store, h, owner="replay", workers=0, dead_letter=policy.dead_letter) for h in handlers
     ]
-    rules = analyzer.load_rules(policy.analyzer_rules) if policy.analyzer_rules else analyzer.load_rules()
+    rules = health_files.analyzer_rules(policy.analyzer_rules)
     correlate = analyzer_stage.AnalyzerStage(store, analyzer.Analyzer(rules), owner="replay", clock=clock)
     validations = ValidationRunner(store, cluster, policy, certifier, observer, workers=0)
     for stored in ordered:

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from dsx import errors, serialization
+from dsx import errors
+from dsx.files import documents
 from dsx.health.decisions.maintenance import API_VERSION, KIND
 from dsx.health.decisions.ports import MaintenanceRequests
 from dsx.testing.inmemory_maintenance import InMemoryMaintenanceRequests
@@ -50,7 +51,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     from dsx.controllers.kube_maintenance import KubeMaintenanceRequests
 
     client = request.getfixturevalue("kube_client")
-    client.create_crd(serialization.load_mapping_file(CRD))
+    client.create_crd(documents.load_mapping_file(CRD))
     real = KubeMaintenanceRequests(client)
 
     def create(n: str) -> None:

@@ -88,7 +88,7 @@ def analyzed(store: EventStore) -> tuple[list[str], list[tuple[int, str]], int]:
 
 def run_analyzer(store: EventStore, events: list[Any]) -> None:
     getattr(store, "_inner", store).append(events)  # the monitor's append is not under test
-    stage = analyzer_stage.AnalyzerStage(store, analyzer.Analyzer(analyzer.load_rules()), owner="t")  # type: ignore[arg-type]
+    stage = analyzer_stage.AnalyzerStage(store, analyzer.Analyzer(analyzer.shipped_rules()), owner="t")  # type: ignore[arg-type]
     retried(stage.step)
 
 

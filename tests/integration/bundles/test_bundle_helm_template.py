@@ -12,14 +12,14 @@ import yaml
 from dsx import file_tree as tree
 from dsx.bundles import render
 from dsx.bundles.options import BundleOptions, Deployer
-from dsx.model import recipe as recipe_model
+from dsx.files import documents
 
 SMALL_RECIPE = Path(__file__).resolve().parents[2] / "data" / "bundles" / "recipe-small.yaml"
 
 
 @pytest.mark.integration
 def test_chart_renders_the_same_applications_as_the_argocd_deployer(helm_binary: Path, tmp_path: Path) -> None:
-    recipe = recipe_model.load(str(SMALL_RECIPE))
+    recipe = documents.recipe(str(SMALL_RECIPE))
     options = BundleOptions(repo_url="https://git.example.org/ops/gpu.git", revision="main")
     chart_dir = tmp_path / "chart"
     tree.write_tree(render.render(recipe, Deployer.ARGOCD_HELM, options), chart_dir)

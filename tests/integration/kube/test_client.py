@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from dsx import errors, serialization
+from dsx.files import documents
 from dsx.kube.client import EvictionOutcome, KubeClient, Taint, WorkloadKind
 from dsx.sim import nodes as sim_nodes
 
@@ -400,7 +401,7 @@ def test_missing_objects_and_unreachable_servers_map_to_exit_codes(
     with pytest.raises(errors.NotFoundError) as missing:
         kube_client.get_node("no-such-node")
     assert errors.exit_code_for(missing.value) == 3
-    config = serialization.load_mapping_file(sim_cluster.kubeconfig)
+    config = documents.load_mapping_file(sim_cluster.kubeconfig)
     config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # discard port: nothing listens
     path = tmp_path / "unreachable.kubeconfig"
     path.write_text(serialization.dump_yaml(config), encoding="utf-8")

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from dsx import serialization
+from dsx.files import documents
 from dsx.model.health import ComponentClass, HealthEvent, RecommendedAction
 from dsx.store import open_store
 
@@ -35,7 +35,7 @@ UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 
 
 def chart_memory_limit_bytes() -> int:
-    limit = str(serialization.load_mapping_file(str(CHART_VALUES))["resources"]["limits"]["memory"])
+    limit = str(documents.load_mapping_file(str(CHART_VALUES))["resources"]["limits"]["memory"])
     return int(limit[:-2]) * UNITS[limit[-2:]]
 
 

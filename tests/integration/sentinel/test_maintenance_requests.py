@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from dsx import errors, serialization
+from dsx import errors
+from dsx.files import documents
 from dsx.health.decisions import nodes
 from dsx.health.decisions.maintenance import API_VERSION, FINALIZER, KIND
 from dsx.kube.client import KubeClient
@@ -41,7 +42,7 @@ def request(name: str, node: str, start: datetime | None) -> dict[str, Any]:
 def node_with_work(kube_client: KubeClient, sim_namespace: str) -> Iterator[tuple[str, str]]:
     label = f"maint-{uuid.uuid4().hex[:6]}"
     name = f"{label}-0"
-    kube_client.create_crd(serialization.load_mapping_file(CRD))
+    kube_client.create_crd(documents.load_mapping_file(CRD))
     kube_client.create(
         {
             "apiVersion": "v1",

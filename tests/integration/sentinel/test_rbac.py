@@ -23,6 +23,7 @@ from dsx.certify.executor import WorkloadRun
 from dsx.controllers.kube_nodes import KubeNodeOps
 from dsx.errors import ForbiddenError
 from dsx.executors import kubernetes
+from dsx.files import documents
 from dsx.health.decisions import nodes
 from dsx.health.decisions import policy as policy_module
 from dsx.health.decisions.ports import EvictionOutcome, NodeChange, Taint
@@ -304,6 +305,6 @@ def test_every_shipped_manifest_is_accepted_and_the_policy_loads(account) -> Non
     (config_map,) = manifests(namespace, "", "policy.yaml")
     document = serialization.parse_yaml(config_map["data"]["policy.yaml"], source="policy ConfigMap")
     shipped = policy_module.from_dict(document, source="deploy/sentinel/policy.yaml")
-    default = policy_module.from_dict(serialization.load_mapping_file(policy_module.DEFAULT_PATH), source="x")
+    default = policy_module.from_dict(documents.load_mapping_file(policy_module.DEFAULT_PATH), source="x")
     assert [r.name for r in shipped.quarantine.rule_sets] == [r.name for r in default.quarantine.rule_sets]
     assert not any(shipped.switch(s).enabled for s in policy_module.CLUSTER_CHANGING)

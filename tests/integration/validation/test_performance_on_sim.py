@@ -22,6 +22,7 @@ from dsx import serialization
 from dsx.cli import validate_cmd
 from dsx.cli.main import main
 from dsx.executors import kubernetes
+from dsx.files import documents
 from dsx.kube.client import KubeClient
 from dsx.kube.jobs import RunLauncher
 from dsx.model import recipe as recipe_model
@@ -45,7 +46,7 @@ def certified_recipe(tmp_path: Path, certification: dict[str, Any]) -> Path:
     """The resolved eks/h100/ubuntu recipe with its `certification:` block replaced."""
     resolved = tmp_path / "resolved.yaml"
     assert dsx("recipe", *CRITERIA, "-o", str(resolved)) == 0
-    doc = serialization.load_mapping_file(resolved)
+    doc = documents.load_mapping_file(resolved)
     doc["certification"] = certification
     doc["metadata"].pop("digest", None)
     target = tmp_path / "certified.yaml"
@@ -99,7 +100,7 @@ def test_kubernetes_executor_passes_healthy_nodes_and_names_the_faulty_one(
         "thresholds": {"busBandwidthGBps": "value >= 300.0"},  # the seeded log: 338.82 GB/s
         "runTimeoutSeconds": 60,
     }
-    target = recipe_model.load(str(certified_recipe(tmp_path, block)))
+    target = documents.recipe(str(certified_recipe(tmp_path, block)))
     failing: set[str] = set()
     healthy_log = sample("01-allreduce-h100-2node-gcp-a3mega.log")
     broken_log = sample("08-allreduce-h100-2node-init-failure-WARN.log")

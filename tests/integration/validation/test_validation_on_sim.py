@@ -25,10 +25,10 @@ import pytest
 
 from dsx import serialization
 from dsx.cli.main import main
+from dsx.files import documents
 from dsx.kube import leader
 from dsx.kube.client import KubeClient
 from dsx.model import recipe as recipe_model
-from dsx.model import snapshot as snapshot_model
 from dsx.validation import helm_storage, results, run
 from dsx.validation import reading as validation_reading
 
@@ -49,7 +49,7 @@ def dsx(*argv: str) -> int:
 
 def owned_recipe(source: Path, prefix: str, target: Path) -> recipe_model.Recipe:
     """The resolved recipe with every namespace moved under `prefix`, re-digested."""
-    doc = serialization.load_mapping_file(source)
+    doc = documents.load_mapping_file(source)
     for ref in doc["componentRefs"]:
         ref["namespace"] = prefix + ref["namespace"]
         for check in ref["healthCheckAsserts"]:
@@ -58,7 +58,7 @@ def owned_recipe(source: Path, prefix: str, target: Path) -> recipe_model.Recipe
     doc["metadata"].pop("digest", None)
     owned = recipe_model.Recipe.from_dict(doc, source=str(target)).with_digest()
     target.write_text(serialization.dump_yaml(owned.to_dict()))
-    return recipe_model.load(str(target))
+    return documents.recipe(str(target))
 
 
 def pod_template(name: str, image: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -398,7 +398,7 @@ def test_snapshot_lists_gpu_nodes_and_recipe_derives_h100(
         assert dsx("snapshot", "--kubeconfig", kubeconfig, "-o", str(path)) == 0
     finally:
         client.delete("nvidia.com/v1", "ClusterPolicy", "dsxv-cluster-policy")
-    snap = snapshot_model.load(str(path))
+    snap = documents.snapshot_file(str(path))
     gpu_nodes = [n.name for n in snap.gpu_nodes]
     assert sorted(gpu_nodes) == sorted(sim_cluster.node_names)
     assert all((n.gpu_product or "").startswith("NVIDIA-H100-") for n in snap.gpu_nodes)
@@ -410,7 +410,7 @@ def test_snapshot_lists_gpu_nodes_and_recipe_derives_h100(
     assert snap.cluster.cluster_policy["spec"]["driver"]["version"] == "580.105.08"
     derived = tmp_path / "derived.yaml"
     assert dsx("recipe", "--snapshot", str(path), "--intent", "training", "-o", str(derived)) == 0
-    criteria = serialization.load_mapping_file(derived)["metadata"]["criteria"]
+    criteria = documents.load_mapping_file(derived)["metadata"]["criteria"]
     assert criteria["accelerator"] == "h100"
     assert criteria["nodes"] == len(sim_cluster.node_names)
 
@@ -461,7 +461,7 @@ def test_node_snapshots_travel_through_configmaps(
     merged = tmp_path / "merged.yaml"
     cluster = ["snapshot", "--kubeconfig", kubeconfig, "--node-snapshots-from", namespace, "-o", str(merged)]
     assert dsx(*cluster) == 0
-    snap = snapshot_model.load(str(merged))
+    snap = documents.snapshot_file(str(merged))
     with_host = [n for n in snap.nodes if n.host is not None]
     assert [n.name for n in with_host] == [node]
     assert with_host[0].labels and with_host[0].host is not None and len(with_host[0].host.gpus) == 8

@@ -10,6 +10,7 @@ import pytest
 from dsx.bundles import render
 from dsx.bundles.options import BundleOptions, Deployer
 from dsx.file_tree import FileTree
+from dsx.files import documents
 from dsx.model import recipe as recipe_model
 
 BUNDLE_DATA = Path(__file__).resolve().parents[2] / "data" / "bundles"
@@ -18,7 +19,7 @@ SMALL_RECIPE = BUNDLE_DATA / "recipe-small.yaml"
 
 @pytest.fixture
 def small_recipe() -> recipe_model.Recipe:
-    return recipe_model.load(str(SMALL_RECIPE))
+    return documents.recipe(str(SMALL_RECIPE))
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 from dsx.certify import thresholds
 from dsx.errors import BadInputError, CatalogError, NotFoundError
 from dsx.executors.local import executor as local_executor
+from dsx.files import certify_files
 from dsx.model import certification as model
 from dsx.model import certify_catalog as catalog
 
@@ -101,11 +102,11 @@ def test_a_figure_measured_on_another_workload_is_refused_at_load(tmp_path) -> N
         )
     )
     with pytest.raises(CatalogError, match=r"measuredOn\.workload: 'builtin/all_reduce' is not allowed"):
-        catalog.load_file(broken)
+        certify_files.certify_category(broken)
     unnamed = tmp_path / "nccl-all-reduce.yaml"
     unnamed.write_text(text.replace(", accelerator: h100, interconnect: efa, nodes: 2}", "}", 1))
     with pytest.raises(CatalogError, match="measuredOn names its accelerator and interconnect"):
-        catalog.load_file(unnamed)
+        certify_files.certify_category(unnamed)
 
 
 def test_override_wins_and_local_rules_apply_to_local_runs() -> None:
@@ -156,7 +157,7 @@ def test_a_category_file_must_cite_its_sources(tmp_path) -> None:  # type: ignor
         text.replace('source: local peers and calibration; see README.md, "Local thresholds"', "source: ''")
     )
     with pytest.raises(CatalogError, match="source"):
-        catalog.load_file(broken)
+        certify_files.certify_category(broken)
 
 
 THROTTLED = {model.Metric.BUS_BANDWIDTH_GBPS, model.Metric.ALG_BANDWIDTH_GBPS, model.Metric.AVG_STEP_TIME_SECONDS}
@@ -229,4 +230,4 @@ def test_a_category_file_error_names_the_field_and_the_allowed_values(  # type: 
     broken = tmp_path / "nccl-all-reduce.yaml"
     broken.write_text(text.replace(old, new, 1))
     with pytest.raises(CatalogError, match=message):
-        catalog.load_file(broken)
+        certify_files.certify_category(broken)

@@ -7,20 +7,20 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from dsx import serialization
 from dsx.demo import journal, lifecycle, operate
+from dsx.files import documents
 from dsx.health.decisions import policy as policy_module
 
 
 def shipped() -> dict:
-    return serialization.load_mapping_file(policy_module.DEFAULT_PATH)
+    return documents.load_mapping_file(policy_module.DEFAULT_PATH)
 
 
 def test_demo_policy_acts_on_every_pipeline_stage_and_keeps_the_rest() -> None:
     chosen = policy_module.from_dict(operate.demo_policy(shipped()), source="demo")
     for stage in policy_module.PIPELINE:
         assert chosen.switch(stage).acting, stage
-    default = policy_module.load()
+    default = policy_module.default()
     assert chosen.switch(policy_module.Stage.VALIDATION) == default.switch(policy_module.Stage.VALIDATION)
     assert chosen.quarantine == default.quarantine
     assert chosen.certification == default.certification
@@ -31,7 +31,7 @@ def test_the_breaker_admits_one_node_of_the_demo_cluster_and_not_three() -> None
     one_node_percent = 100.0 / lifecycle.NODE_COUNT
     assert chosen.breaker.enabled
     assert one_node_percent <= chosen.breaker.max_quarantined_percent < 3 * one_node_percent
-    assert policy_module.load().breaker.max_quarantined_percent < one_node_percent  # why the demo changes it
+    assert policy_module.default().breaker.max_quarantined_percent < one_node_percent  # why the demo changes it
 
 
 def test_demo_policy_leaves_the_shipped_document_alone() -> None:

@@ -61,7 +61,7 @@ def xid_event(
 
 @pytest.fixture(scope="module")
 def shipped() -> list[analyzer.AnalyzerRule]:
-    return analyzer.load_rules()
+    return analyzer.shipped_rules()
 
 
 def fired(rules: list[analyzer.AnalyzerRule], events: list[HealthEvent]) -> list[HealthEvent]:

@@ -37,7 +37,7 @@ def gpu_node(name: str = "n1", *, ready: str = "True", allocatable_gpus: str | N
 
 @pytest.fixture
 def monitor() -> KubeObjectMonitor:
-    return KubeObjectMonitor(kube_objects.load_policies(), clock=lambda: NOW)
+    return KubeObjectMonitor(kube_objects.shipped_policies(), clock=lambda: NOW)
 
 
 def test_the_first_look_is_a_healthy_baseline(monitor: KubeObjectMonitor) -> None:

@@ -43,7 +43,7 @@ def npd_event(reason: str, message: str, *, node: str = "gpu-07", count: int = 1
 
 @pytest.fixture(scope="module")
 def monitor() -> node_events.NodeEventMonitor:
-    return node_events.NodeEventMonitor(node_events.load_policies(), since_epoch_seconds=SINCE)
+    return node_events.NodeEventMonitor(node_events.shipped_policies(), since_epoch_seconds=SINCE)
 
 
 @pytest.mark.parametrize("reason", sorted({r["reason"] for r in NPD["rules"] if r["type"] == "temporary"}))
@@ -61,7 +61,7 @@ def test_every_temporary_problem_npd_posts_is_read_or_deliberately_ignored(monit
 
 
 def test_every_condition_npd_sets_is_read_by_a_node_policy() -> None:
-    policies = kube_objects.load_policies()
+    policies = kube_objects.shipped_policies()
     types = {c["type"] for c in NPD["conditions"]} | {r["condition"] for r in NPD["rules"] if r["type"] == "permanent"}
     for condition in sorted(types):
         node = {"metadata": {"name": "n1"}, "status": {"conditions": [{"type": condition, "status": "True"}]}}

@@ -10,6 +10,7 @@ import pytest
 
 from dsx import serialization
 from dsx.errors import BadInputError
+from dsx.files import documents
 from dsx.health.decisions import policy
 from dsx.model import schema
 from dsx.model.health import camel_expression
@@ -85,7 +86,7 @@ def test_the_old_snake_case_spelling_reads_the_same_with_one_warning_per_old_key
 
 def test_the_shipped_policy_files_use_only_camel_case_keys() -> None:
     for path in (policy.DEFAULT_PATH,):
-        _, old_keys = schema.renamed(serialization.load_mapping_file(path), policy.PolicyDocument)
+        _, old_keys = schema.renamed(documents.load_mapping_file(path), policy.PolicyDocument)
         assert old_keys == []
 
 

@@ -52,7 +52,7 @@ def test_a_change_computed_on_the_view_is_the_one_computed_on_the_node() -> None
 
 def test_the_view_serves_rules_that_read_only_what_it_keeps() -> None:
     from dsx.controllers.kube_nodes import slim_view_serves
-    from dsx.health.decisions.policy import load
+    from dsx.health.decisions.policy import default
 
     served = [
         "event.isFatal && event.componentClass == 'GPU'",
@@ -74,5 +74,5 @@ def test_the_view_serves_rules_that_read_only_what_it_keeps() -> None:
     for expression in whole_node:
         assert not slim_view_serves([expression]), expression
         assert not slim_view_serves([served[0], expression])
-    shipped = load().quarantine.rule_sets
+    shipped = default().quarantine.rule_sets
     assert slim_view_serves(p.source for r in shipped for p in (*r.match_all, *r.match_any))

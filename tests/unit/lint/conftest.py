@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from dsx import serialization
 from dsx.charts import sources
+from dsx.files import documents
 from dsx.model.recipe import ComponentRef, ComponentType, Recipe
 
 LINT_DATA = Path(__file__).resolve().parents[2] / "data" / "lint"
@@ -25,7 +25,7 @@ def upstream_charts() -> sources.DirectorySource:
 def load_recipe() -> Callable[[str], Recipe]:
     def load(name: str) -> Recipe:
         path = LINT_DATA / "recipes" / name
-        return Recipe.from_dict(serialization.load_mapping_file(path), source=str(path))
+        return Recipe.from_dict(documents.load_mapping_file(path), source=str(path))
 
     return load
 

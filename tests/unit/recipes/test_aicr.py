@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsx import serialization
 from dsx.cli import main as cli_main
 from dsx.errors import BadInputError
+from dsx.files import documents
 from dsx.model import aicr
 from dsx.model import snapshot as model
 from dsx.recipes import inputs, snapshot_criteria
@@ -25,6 +25,11 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "recipes"
 AICR = DATA / "aicr"
 EKS_AICR = AICR / "snapshot-eks-h100-ubuntu.yaml"
 EKS_DSX = DATA / "snapshots" / "eks-h100-ubuntu.yaml"
+
+
+def _named(path: object) -> inputs.NamedDocument:
+    """The document as an entry point hands it in: read by dsx.files, named by its path."""
+    return inputs.NamedDocument(str(path), documents.load_mapping_file(str(path)))
 
 
 def run(argv: list[str]) -> Any:
@@ -87,7 +92,7 @@ def test_a_provider_id_wins_over_suffixes() -> None:
 
 
 def test_newer_items_topology_and_truncated_node_lists() -> None:
-    snap = model.load(str(AICR / "snapshot-items-topology.yaml"))
+    snap = documents.snapshot_file(str(AICR / "snapshot-items-topology.yaml"))
     assert [n.name for n in snap.nodes] == ["gke-a3-0", "gke-a3-1"]  # "(+1 more)" names no node
     assert snap.nodes[1].labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert snap.nodes[0].taints == (model.Taint("nvidia.com/gpu", "NoSchedule", "present"),)
@@ -95,7 +100,7 @@ def test_newer_items_topology_and_truncated_node_lists() -> None:
 
 
 def test_the_aicr_snapshot_as_a_dsx_snapshot() -> None:
-    snap = model.load(str(EKS_AICR))
+    snap = documents.snapshot_file(str(EKS_AICR))
     assert [n.name for n in snap.nodes] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3", "system-0", "system-1"]
     agent = snap.nodes[0]
     assert agent.provider_id == "aws:///us-east-1a/i-0gpu-0"
@@ -134,7 +139,7 @@ def test_aicr_recipe_criteria_are_a_config(tmp_path: Path) -> None:
         "kind: recipeCriteria\napiVersion: aicr.nvidia.com/v1alpha1\nspec: {service: self-managed, os: al2023}\n",
         encoding="utf-8",
     )
-    assert inputs.gather({}, config_path=str(aliased)).criteria.os == "amazonlinux"
+    assert inputs.gather({}, config=_named(str(aliased))).criteria.os == "amazonlinux"
 
 
 @pytest.mark.parametrize(
@@ -149,7 +154,7 @@ def test_bad_aicr_criteria_name_the_file_and_field(tmp_path: Path, spec: str, me
     path = tmp_path / "c.yaml"
     path.write_text(f"kind: RecipeCriteria\napiVersion: aicr.run/v1\nspec: {spec}\n", encoding="utf-8")
     with pytest.raises(BadInputError, match=message.replace("'", "'").replace("(", r"\(")):
-        inputs.gather({}, config_path=str(path))
+        inputs.gather({}, config=_named(str(path)))
 
 
 def test_validate_and_diff_take_aicr_snapshots(tmp_path: Path) -> None:
@@ -189,7 +194,7 @@ def aicr_criteria(document: dict[str, Any]) -> dict[str, str]:
 
 def dsx_cluster_snapshot() -> model.Snapshot:
     """The EKS cluster as `dsx snapshot` reads it from the API server (no host facts)."""
-    document = serialization.load_mapping_file(EKS_DSX)
+    document = documents.load_mapping_file(EKS_DSX)
     nodes = [
         model.Node(
             name=n["metadata"]["name"],
@@ -222,10 +227,10 @@ def test_aicr_format_round_trips_to_the_same_criteria(tmp_path: Path) -> None:
     written = tmp_path / "aicr.yaml"
     result = run(["snapshot", "merge", str(EKS_AICR), "--format", "aicr", "-o", str(written)])
     assert result.exit_code == 0, result.output
-    document = serialization.load_mapping_file(written)
+    document = documents.load_mapping_file(written)
     assert aicr_criteria(document) == {"service": "eks", "accelerator": "h100", "os": "ubuntu"}
     assert recipe_criteria("--snapshot", str(written)) == recipe_criteria("--snapshot", str(EKS_AICR))
-    again = aicr.snapshot_to_aicr(model.load(str(written)))
+    again = aicr.snapshot_to_aicr(documents.snapshot_file(str(written)))
     assert again["measurements"] == document["measurements"]
 
 
@@ -329,7 +334,7 @@ def test_any_aicr_criteria_spec_is_criteria_or_a_clear_error(spec: Any) -> None:
 
 
 def test_an_impossible_gpu_count_is_an_error_not_a_million_gpus() -> None:
-    document = serialization.load_mapping_file(EKS_AICR)
+    document = documents.load_mapping_file(EKS_AICR)
     gpu = next(m for m in document["measurements"] if m["type"] == "GPU")
     gpu["subtypes"][0]["data"]["gpu-count"] = 10**30
     with pytest.raises(BadInputError, match=r"aicr.yaml: GPU.smi.gpu-count: 10+ is not a GPU count"):

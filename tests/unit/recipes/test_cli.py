@@ -9,6 +9,7 @@ import pytest
 
 from dsx import serialization
 from dsx.cli.main import main
+from dsx.files import documents
 from dsx.model.recipe import Recipe
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "data" / "recipes" / "snapshots" / "eks-h100-ubuntu.yaml"
@@ -28,7 +29,7 @@ def test_recipe_to_file_pins_versions_and_orders_dependencies(
     target = tmp_path / "r.yaml"
     code, _, _ = _run(["recipe", *TRAINING, "--platform", "kubeflow", "-o", str(target)], capsys)
     assert code == 0
-    recipe = Recipe.from_dict(serialization.load_mapping_file(target), source=str(target))
+    recipe = Recipe.from_dict(documents.load_mapping_file(target), source=str(target))
     operator = recipe.component("gpu-operator")
     assert operator.version == "v25.10.1"
     assert operator.values["driver"]["version"] == "580.105.08"

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from dsx import serialization
 from dsx.errors import BadInputError
+from dsx.files import documents
 from dsx.recipes import snapshot_criteria
 
 SNAPSHOTS = Path(__file__).resolve().parents[2] / "data" / "recipes" / "snapshots"
 
 
 def _derive(name: str) -> snapshot_criteria.Derived:
-    return snapshot_criteria.derive(serialization.load_mapping_file(SNAPSHOTS / name), source=name)
+    return snapshot_criteria.derive(documents.load_mapping_file(SNAPSHOTS / name), source=name)
 
 
 def test_eks_h100_ubuntu_from_gpu_nodes_only() -> None:

@@ -9,8 +9,8 @@ import pytest
 from dsx import file_tree as tree
 from dsx.bundles import render
 from dsx.bundles.options import Deployer
+from dsx.files import documents
 from dsx.files import signing as signing_files
-from dsx.model import recipe as recipe_model
 from dsx.signing import attest, keys
 from dsx.signing.signer import Algorithm
 
@@ -39,7 +39,7 @@ def algorithm_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def signed_bundle(tmp_path: Path, key_pairs: dict[str, tuple[Path, Path]], algorithm_name: str) -> Path:
-    recipe = recipe_model.load(str(SMALL_RECIPE))
+    recipe = documents.recipe(str(SMALL_RECIPE))
     signer = signing_files.load_signer(key_pairs[algorithm_name][0])
     out = tmp_path / "bundle"
     tree.write_tree(attest.attest_bundle(render.render(recipe, Deployer.HELM), signer), out)

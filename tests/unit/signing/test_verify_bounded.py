@@ -16,8 +16,8 @@ import pytest
 
 from dsx.bundles import render
 from dsx.bundles.options import Deployer
+from dsx.files import documents
 from dsx.files import signing as signing_files
-from dsx.model import recipe as recipe_model
 from dsx.signing import keys, verify
 from dsx.signing.verdict import TrustLevel
 
@@ -130,7 +130,7 @@ def test_an_oversized_checksums_file_is_not_read(signed_bundle: Path, trusted: l
 def test_every_bundle_makes_its_scripts_and_only_them_executable(deployer: Deployer) -> None:
     """The rule the mode check reads (a file that starts with `#!` is 0755, every other 0644) is the
     one each deployer writes by, so an intact bundle of any deployer verifies."""
-    tree = render.render(recipe_model.load(str(SMALL_RECIPE)), deployer)
+    tree = render.render(documents.recipe(str(SMALL_RECIPE)), deployer)
     assert {p for p, data in tree.files.items() if data.startswith(b"#!")} == set(tree.executables)
     findings, _ = verify.integrity_findings(tree)
     assert findings == []

@@ -15,7 +15,7 @@ from dsx import file_tree as tree
 from dsx.bundles import render
 from dsx.bundles.options import Deployer
 from dsx.cli.main import main
-from dsx.model import recipe as recipe_model
+from dsx.files import documents
 
 SMALL_RECIPE = Path(__file__).resolve().parents[2] / "data" / "bundles" / "recipe-small.yaml"
 
@@ -35,7 +35,7 @@ def key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
 
 
 def _signed_bundle(folder: Path, key: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> Path:
-    tree.write_tree(render.render(recipe_model.load(str(SMALL_RECIPE)), Deployer.HELM), folder)
+    tree.write_tree(render.render(documents.recipe(str(SMALL_RECIPE)), Deployer.HELM), folder)
     code, out = dsx(capsys, "sign", "--key", f"{key}.key", *extra, str(folder))
     assert code == 0, out
     return folder

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dsx import serialization
+from dsx.files import documents
 from dsx.host import snapshot as host_snapshot
 from dsx.model import recipe, snapshot
 from dsx.testing.cluster_reader import FakeClusterReader
@@ -20,7 +20,7 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "validation"
 
 def load_items(relative: str) -> list[dict[str, Any]]:
     """The `items` of a recorded `kubectl get -o yaml` List."""
-    doc = serialization.load_mapping_file(DATA / relative)
+    doc = documents.load_mapping_file(DATA / relative)
     items: list[dict[str, Any]] = doc["items"]
     return items
 

@@ -13,6 +13,7 @@ import pytest
 
 from dsx import serialization
 from dsx.cli.main import main
+from dsx.files import documents
 from dsx.model import recipe, snapshot
 from dsx.testing.cluster_reader import FakeClusterReader
 from dsx.validation import cluster_snapshot
@@ -51,7 +52,7 @@ def test_snapshot_node_on_a_fixture_tree_is_reproducible(
     assert dsx(*args, "-o", str(tmp_path / "a.yaml")) == 0
     assert dsx(*args, "-o", str(tmp_path / "b.yaml")) == 0
     assert (tmp_path / "a.yaml").read_bytes() == (tmp_path / "b.yaml").read_bytes()
-    node = snapshot.load(str(tmp_path / "a.yaml"))
+    node = documents.snapshot_file(str(tmp_path / "a.yaml"))
     assert node.captured_at == "2026-02-02T15:00:00Z"
     assert node.nodes[0].name == "ip-10-0-12-34.ec2.internal"
     assert node.nodes[0].gpu_product == "NVIDIA-H100-80GB-HBM3"
@@ -76,7 +77,7 @@ def test_merge_cluster_and_node_snapshots(data_dir: Path, tmp_path: Path, record
     root = str(data_dir / "hosts" / "h100-ubuntu")
     assert dsx("snapshot", "node", "--root", root, "-o", str(node)) == 0
     assert dsx("snapshot", "merge", str(cluster), str(node), "-o", str(tmp_path / "m.yaml")) == 0
-    merged = snapshot.load(str(tmp_path / "m.yaml"))
+    merged = documents.snapshot_file(str(tmp_path / "m.yaml"))
     gpu = merged.node("ip-10-0-12-34.ec2.internal")
     assert gpu is not None and gpu.host is not None and gpu.labels
     assert merged.cluster is not None
@@ -217,7 +218,7 @@ def test_diff_recipe_against_snapshot(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert dsx("diff", "--recipe", str(files["recipe"]), "--snapshot", str(files["healthy"]), "--fail-on-drift") == 0
-    doc = serialization.load_mapping_file(files["healthy"])
+    doc = documents.load_mapping_file(files["healthy"])
     doc["nodes"][1]["labels"]["nvidia.com/cuda.driver.major"] = "570"
     drifted = tmp_path / "drifted.yaml"
     drifted.write_text(serialization.dump_yaml(doc))

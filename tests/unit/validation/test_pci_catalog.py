@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 
-from dsx import catalog, serialization
+from dsx import catalog
+from dsx.files import documents
 from dsx.host import snapshot as host_snapshot
 from dsx.model import criteria
 
 
 def test_device_ids_are_unique_lowercase_hex() -> None:
-    doc = serialization.load_mapping_file(catalog.path("pci", "nvidia-gpus.yaml"))
+    doc = documents.load_mapping_file(catalog.path("pci", "nvidia-gpus.yaml"))
     assert doc["kind"] == "PciDeviceTable" and doc["vendorId"] == "10de"
     ids = [d["deviceId"] for d in doc["devices"]]
     assert all(re.fullmatch(r"[0-9a-f]{4}", i) for i in ids), ids

@@ -9,6 +9,7 @@ import pytest
 
 from dsx import serialization
 from dsx.errors import BadInputError
+from dsx.files import documents
 from dsx.model import snapshot
 
 H100_LABELS = {
@@ -227,6 +228,6 @@ def test_what_live_hosts_write_is_read_leniently() -> None:
 def test_load_reads_file(tmp_path: Any) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(serialization.dump_yaml(full_snapshot().to_dict()))
-    loaded = snapshot.load(str(path))
+    loaded = documents.snapshot_file(str(path))
     assert loaded.source == str(path)
     assert len(loaded.gpu_nodes) == 2

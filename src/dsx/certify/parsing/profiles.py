@@ -36,7 +36,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from dsx import catalog, serialization
+from dsx import catalog
 from dsx.certify.parsing import lines
 from dsx.errors import CatalogError, NotFoundError, allowed_values_message
 from dsx.model import schema
@@ -233,12 +233,15 @@ _Text = Annotated[str, msgspec.Meta(min_length=1)]
 _P = TypeVar("_P", bound=schema.Section)
 
 
+FOLDER = "log_profiles"
+
+
 def directory() -> Path:
-    return catalog.path("log_profiles")
+    return catalog.path(FOLDER)
 
 
 def names() -> list[str]:
-    return sorted(p.stem for p in directory().glob("*.yaml"))
+    return catalog.names(FOLDER)
 
 
 def load_all() -> list[LogProfile]:
@@ -248,21 +251,18 @@ def load_all() -> list[LogProfile]:
 
 @functools.cache
 def _shipped() -> tuple[LogProfile, ...]:
-    return tuple(load_file(directory() / f"{name}.yaml") for name in names())
+    return tuple(_shipped_file(name) for name in names())
 
 
-def load(name_or_path: str) -> LogProfile:
-    """A shipped profile by name, or a profile file by path (anything ending in .yaml/.yml or with a /)."""
-    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
-        return load_file(Path(name_or_path))
-    if name_or_path not in names():  # a name is one of these, never a path to probe (a 5,000-character one)
-        raise NotFoundError(allowed_values_message("log profile", "name", name_or_path[:80], names()))
-    return load_file(directory() / f"{name_or_path}.yaml")
+def load(name: str) -> LogProfile:
+    """A shipped profile by name (`dsx.files.certify_files.log_profile` also takes a path)."""
+    if name not in names():  # a name is one of these, never a path to probe (a 5,000-character one)
+        raise NotFoundError(allowed_values_message("log profile", "name", name[:80], names()))
+    return _shipped_file(name)
 
 
-def load_file(path: Path) -> LogProfile:
-    data = serialization.load_mapping_file(path)
-    return from_dict(data, source=str(path))
+def _shipped_file(name: str) -> LogProfile:
+    return from_dict(catalog.mapping(FOLDER, f"{name}.yaml"), source=str(directory() / f"{name}.yaml"))
 
 
 class _StepDoc(schema.Section, frozen=True):

@@ -35,12 +35,11 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 
-from dsx import catalog, cel, serialization
+from dsx import catalog, cel
 from dsx.errors import BadInputError, allowed_values_message
 from dsx.model import health, schema
 from dsx.model.health import EntityType, HealthEvent, ProcessingStrategy
@@ -50,7 +49,8 @@ log = logging.getLogger("dsx.health.decisions.analyzer")
 AGENT = "health-events-analyzer"
 API_VERSION = "dsx.health/v1alpha1"
 KIND = "AnalyzerRules"
-RULES_PATH = catalog.path("rules", "analyzer.yaml")
+RULES_PARTS = ("rules", "analyzer.yaml")
+RULES_PATH = catalog.path(*RULES_PARTS)
 PURGE_EVERY_EVENTS = 10_000
 """How often idle groups are dropped; bounds memory on a fleet that reports every code."""
 
@@ -227,9 +227,9 @@ class RulesDocument(schema.Section, frozen=True):
     rules: Annotated[list[_RuleDoc], msgspec.Meta(min_length=1)]
 
 
-def load_rules(path: str | Path = RULES_PATH) -> list[AnalyzerRule]:
-    """Read and validate a rules file; every error names the file, the rule and the field."""
-    return rules_from_dict(serialization.load_mapping_file(path), source=str(path))
+def shipped_rules() -> list[AnalyzerRule]:
+    """The shipped rules (`dsx.files.health_files` reads a rules file a user names)."""
+    return rules_from_dict(catalog.mapping(*RULES_PARTS), source=str(RULES_PATH))
 
 
 def rules_from_dict(data: Mapping[str, Any], *, source: str) -> list[AnalyzerRule]:

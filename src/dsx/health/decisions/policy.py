@@ -24,12 +24,11 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 
-from dsx import catalog, cel, serialization
+from dsx import catalog, cel
 from dsx.errors import BadInputError, allowed_values_message
 from dsx.health.decisions import nodes
 from dsx.health.decisions.ports import RemediationKind, Taint, TaintEffect
@@ -42,7 +41,8 @@ log = logging.getLogger("dsx.health.decisions.policy")
 
 API_VERSION = "dsx.health/v1alpha1"
 KIND = "SentinelPolicy"
-DEFAULT_PATH = catalog.path("rules", "sentinel-default.yaml")
+DEFAULT_PARTS = ("rules", "sentinel-default.yaml")
+DEFAULT_PATH = catalog.path(*DEFAULT_PARTS)
 RULE_VARIABLES = ("event", "node")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -320,10 +320,9 @@ def parse_stages(text: str, *, source: str = "--enable") -> list[Stage]:
     return out
 
 
-def load(path: str | Path | None = None) -> SentinelPolicy:
-    """Read a policy file (None: the default policy); every error names the file and field."""
-    where = Path(path) if path is not None else DEFAULT_PATH
-    return from_dict(serialization.load_mapping_file(where), source=str(where))
+def default() -> SentinelPolicy:
+    """The shipped default policy (`dsx.files.health_files` reads a policy file a user names)."""
+    return from_dict(catalog.mapping(*DEFAULT_PARTS), source=str(DEFAULT_PATH))
 
 
 # -- the document ---------------------------------------------------------------------------------
@@ -462,7 +461,7 @@ def _taint(doc: _TaintDoc) -> Taint:
 def _quarantine(doc: _QuarantineDoc, source: str) -> QuarantineSettings:
     label = (doc.opt_out_label.key, doc.opt_out_label.value)
     if isinstance(doc.rule_sets, msgspec.UnsetType):
-        shipped = () if source == str(DEFAULT_PATH) else load().quarantine.rule_sets
+        shipped = () if source == str(DEFAULT_PATH) else default().quarantine.rule_sets
         return QuarantineSettings(rule_sets=shipped, opt_out_label=label)
     where = f"{source}.quarantine.ruleSets"
     rule_sets = [_rule_set(item, f"{where}[{i}]") for i, item in enumerate(doc.rule_sets)]

@@ -21,12 +21,11 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 
-from dsx import catalog, cel, serialization
+from dsx import catalog, cel
 from dsx.errors import BadInputError
 from dsx.model import health, schema
 from dsx.model.health import HealthEvent, RecommendedAction
@@ -34,7 +33,8 @@ from dsx.model.health import HealthEvent, RecommendedAction
 AGENT = "kubernetes-object-monitor"
 API_VERSION = "dsx.health/v1alpha1"
 KIND = "NodePolicies"
-POLICIES_PATH = catalog.path("rules", "kube_objects.yaml")
+POLICIES_PARTS = ("rules", "kube_objects.yaml")
+POLICIES_PATH = catalog.path(*POLICIES_PARTS)
 VARIABLES = ("node", "now_seconds")
 log = logging.getLogger("dsx.health.parsing.kube_objects")
 
@@ -129,9 +129,9 @@ class PoliciesDocument(schema.Section, frozen=True):
     policies: list[PolicyDoc]
 
 
-def load_policies(path: str | Path = POLICIES_PATH) -> list[NodePolicy]:
-    """Read and validate a policies file; disabled policies are left out."""
-    return policies_from_dict(serialization.load_mapping_file(path), source=str(path))
+def shipped_policies() -> list[NodePolicy]:
+    """The shipped policies; disabled ones left out (`dsx.files.health_files` reads a user's file)."""
+    return policies_from_dict(catalog.mapping(*POLICIES_PARTS), source=str(POLICIES_PATH))
 
 
 def policies_from_dict(data: Mapping[str, Any], *, source: str) -> list[NodePolicy]:

@@ -22,10 +22,9 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from dsx import catalog, cel, serialization
+from dsx import catalog, cel
 from dsx.errors import BadInputError
 from dsx.health.parsing import kube_objects
 from dsx.model import health
@@ -34,7 +33,8 @@ from dsx.model.health import HealthEvent
 AGENT = "node-event-monitor"
 API_VERSION = kube_objects.API_VERSION
 KIND = "NodeEventPolicies"
-POLICIES_PATH = catalog.path("rules", "node_events.yaml")
+POLICIES_PARTS = ("rules", "node_events.yaml")
+POLICIES_PATH = catalog.path(*POLICIES_PARTS)
 VARIABLES = ("event",)
 log = logging.getLogger("dsx.health.parsing.node_events")
 
@@ -116,9 +116,9 @@ def _name(event: Mapping[str, Any]) -> str:
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
-def load_policies(path: str | Path = POLICIES_PATH) -> list[EventPolicy]:
-    """Read and validate a policies file (the NodePolicies schema; `predicate` over `event`); disabled ones left out."""
-    return policies_from_dict(serialization.load_mapping_file(path), source=str(path))
+def shipped_policies() -> list[EventPolicy]:
+    """The shipped policies (the NodePolicies schema; `predicate` over `event`); disabled ones left out."""
+    return policies_from_dict(catalog.mapping(*POLICIES_PARTS), source=str(POLICIES_PATH))
 
 
 def policies_from_dict(data: Mapping[str, Any], *, source: str) -> list[EventPolicy]:

@@ -162,6 +162,6 @@ def test_a_mangled_profile_is_a_profile_or_a_catalog_error(
 
 
 def serialization_of(profile: profiles.LogProfile) -> dict[str, object]:
-    from dsx import serialization
+    from dsx.files import documents
 
-    return dict(serialization.load_mapping_file(profile.source))
+    return dict(documents.load_mapping_file(profile.source))

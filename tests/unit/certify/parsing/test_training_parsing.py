@@ -12,6 +12,7 @@ import pytest
 from dsx import serialization
 from dsx.certify.parsing import profiles, training
 from dsx.errors import CatalogError, NotFoundError
+from dsx.files import certify_files
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "training"
 
@@ -374,7 +375,7 @@ def test_profile_file_by_path(tmp_path: Path) -> None:
         "examples: [{line: 'STEP 1 took 2500 us', expect: {step: 1, step_time_seconds: 0.0025}}]\n",
         encoding="utf-8",
     )
-    run = training.parse("STEP 1 took 2500 us\nSTEP 2 took 3,500 us\n", profiles.load(str(path)))
+    run = training.parse("STEP 1 took 2500 us\nSTEP 2 took 3,500 us\n", certify_files.log_profile(str(path)))
     assert column(run, "step_time_seconds") == [0.0025, 0.0035]
 
 

@@ -162,7 +162,7 @@ def pod(
 
 def policy_with(*enabled: Stage, **sections: Any) -> SentinelPolicy:
     """The default policy with stages enabled and top-level fields replaced."""
-    base = policy_module.load().with_overrides(enable=enabled)
+    base = policy_module.default().with_overrides(enable=enabled)
     return dataclasses.replace(base, **sections) if sections else base
 
 

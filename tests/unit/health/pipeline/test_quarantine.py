@@ -231,7 +231,7 @@ def test_a_bad_rule_is_refused_naming_the_file_and_field() -> None:
 
 
 def test_stage_switches_default_off_and_enable_turns_them_on() -> None:
-    shipped = policy.load()
+    shipped = policy.default()
     assert not shipped.switch(Stage.QUARANTINE).enabled
     assert shipped.switch(Stage.ANALYZER).enabled
     assert shipped.with_overrides(enable=[Stage.QUARANTINE]).switch(Stage.QUARANTINE) == StageSwitch(True, False)

@@ -1,22 +1,23 @@
-"""Reading the Xid catalog: the workbook TSVs and `xid-catalog.yaml` into an `XidCatalog`.
+"""Deciding on the Xid catalog: the workbook TSVs and `xid-catalog.yaml` into an `XidCatalog`.
 
 Every field is checked on load (file, row and field named), so a bad catalog fails the build's
-tests, not a node's monitor.
+tests, not a node's monitor. The shipped files come from `dsx.catalog`; a catalog at a path a
+user names is read by `dsx.files.health_files`.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
+import io
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from dsx import catalog, serialization
+from dsx import catalog
 from dsx.errors import CatalogError, allowed_values_message
 from dsx.health.parsing.xid.catalog import (
     BitPattern,
@@ -38,32 +39,34 @@ _Text = Annotated[str, msgspec.Meta(min_length=1)]
 _Texts = Annotated[list[_Text], msgspec.Meta(min_length=1)]
 
 
-CATALOG_DIR = catalog.path("xid")
+CATALOG_FOLDER = "xid"
+CATALOG_DIR = catalog.path(CATALOG_FOLDER)
 CATALOG_PATH = CATALOG_DIR / "xid-catalog.yaml"
 WORKBOOK_XIDS = "workbook-xids.tsv"
 WORKBOOK_DECODE = "workbook-nvlink5-decode.tsv"
 WORKBOOK_BUCKETS = "workbook-buckets.tsv"
+WORKBOOK_FILES = (WORKBOOK_XIDS, WORKBOOK_DECODE, WORKBOOK_BUCKETS)
 PCI_PATTERN = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
 
 
 @functools.cache
 def default_catalog() -> XidCatalog:
-    return load_catalog(CATALOG_PATH)
+    """The shipped catalog, decided once per process."""
+    workbook = {
+        name: parse_tsv(catalog.text(CATALOG_FOLDER, name), source=str(CATALOG_DIR / name)) for name in WORKBOOK_FILES
+    }
+    return catalog_from_dict(catalog.mapping(CATALOG_FOLDER, CATALOG_PATH.name), workbook, source=str(CATALOG_PATH))
 
 
-def load_catalog(path: Path) -> XidCatalog:
-    """The YAML judgement at `path` over the workbook TSVs beside it."""
-    data = serialization.load_mapping_file(path)
-    workbook = {name: read_tsv(path.parent / name) for name in (WORKBOOK_XIDS, WORKBOOK_DECODE, WORKBOOK_BUCKETS)}
-    return catalog_from_dict(data, workbook, source=str(path))
-
-
-def read_tsv(path: Path) -> list[dict[str, str]]:
+def parse_tsv(text: str, *, source: str) -> list[dict[str, str]]:
+    """A workbook sheet's rows, cells stripped (`source` names the sheet in errors)."""
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            return [{k: (v or "").strip() for k, v in row.items()} for row in csv.DictReader(handle, delimiter="\t")]
-    except OSError as exc:
-        raise CatalogError(f"{path}: cannot read: {exc.strerror}") from exc
+        return [
+            {k: (v or "").strip() for k, v in row.items()}
+            for row in csv.DictReader(io.StringIO(text, newline=""), delimiter="\t")
+        ]
+    except csv.Error as exc:
+        raise CatalogError(f"{source}: malformed TSV: {exc}") from exc
 
 
 class _BucketDoc(schema.Section, frozen=True):
